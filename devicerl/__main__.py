@@ -1,0 +1,3 @@
+from devicerl.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,363 @@
+"""The AitW action space as one `Action` type, with JSON and AutoUI text codecs.
+
+Coordinates are normalised to [0, 1] and stored as (x, y). The AutoUI text format writes points
+as ``[y, x]``; the codec converts. `parse_autoui` never raises: any string becomes an `Action`,
+an `ActionType.INVALID` one (with the raw text and the reason) when it cannot be understood.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from devicerl.errors import DataError
+
+#: Two points closer than this (normalised Euclidean distance) form a tap; AitW uses 0.04.
+TAP_DISTANCE_THRESHOLD = 0.04
+
+Point = tuple[float, float]
+
+
+class ActionType(str, Enum):
+    """Kinds of action. Values are the AutoUI spellings."""
+
+    DUAL_POINT = "DUAL_POINT"
+    TYPE = "TYPE"
+    PRESS_BACK = "PRESS_BACK"
+    PRESS_HOME = "PRESS_HOME"
+    PRESS_ENTER = "PRESS_ENTER"
+    STATUS_TASK_COMPLETE = "STATUS_TASK_COMPLETE"
+    STATUS_TASK_IMPOSSIBLE = "STATUS_TASK_IMPOSSIBLE"
+    INVALID = "INVALID"
+
+
+#: Types whose action ends the episode by the agent's own decision.
+TERMINAL_TYPES = frozenset({ActionType.STATUS_TASK_COMPLETE, ActionType.STATUS_TASK_IMPOSSIBLE})
+
+#: The valid action types in a stable order (used as class indices by agents and gym spaces).
+VALID_TYPES: tuple[ActionType, ...] = tuple(t for t in ActionType if t is not ActionType.INVALID)
+
+
+def _check_point(name: str, p: Any) -> Point:
+    try:
+        x, y = (float(p[0]), float(p[1]))
+        if len(p) != 2:
+            raise ValueError
+    except (TypeError, ValueError, IndexError):
+        raise ValueError(f"{name} must be an (x, y) pair, got {p!r}") from None
+    if not (math.isfinite(x) and math.isfinite(y) and 0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
+        raise ValueError(f"{name} {p!r} is outside the normalised screen [0, 1] x [0, 1]")
+    return (x, y)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One agent action in the AitW space.
+
+    Build actions with the constructors (`Action.tap`, `Action.swipe`, `Action.type_text`,
+    `Action.back`, ...). ``touch`` and ``lift`` are (x, y) in [0, 1]; ``text`` is the typed text;
+    ``raw`` and ``reason`` keep the model output and the parse failure of an invalid action.
+    """
+
+    type: ActionType
+    touch: Point | None = None
+    lift: Point | None = None
+    text: str = ""
+    raw: str = ""
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "type", ActionType(self.type))
+        if self.type is ActionType.DUAL_POINT:
+            if self.touch is None:
+                raise ValueError("DUAL_POINT needs a touch point")
+            touch = _check_point("touch", self.touch)
+            lift = touch if self.lift is None else _check_point("lift", self.lift)
+            object.__setattr__(self, "touch", touch)
+            object.__setattr__(self, "lift", lift)
+        elif self.touch is not None or self.lift is not None:
+            raise ValueError(f"{self.type.value} takes no points")
+        if not isinstance(self.text, str):
+            raise ValueError("text must be a string")
+        if self.text and self.type is not ActionType.TYPE:
+            raise ValueError(f"{self.type.value} takes no text")
+
+    # -- constructors -----------------------------------------------------------------------
+    @classmethod
+    def tap(cls, x: float, y: float) -> Action:
+        return cls(ActionType.DUAL_POINT, (x, y), (x, y))
+
+    @classmethod
+    def swipe(cls, x0: float, y0: float, x1: float, y1: float) -> Action:
+        return cls(ActionType.DUAL_POINT, (x0, y0), (x1, y1))
+
+    @classmethod
+    def type_text(cls, text: str) -> Action:
+        return cls(ActionType.TYPE, text=text)
+
+    @classmethod
+    def back(cls) -> Action:
+        return cls(ActionType.PRESS_BACK)
+
+    @classmethod
+    def home(cls) -> Action:
+        return cls(ActionType.PRESS_HOME)
+
+    @classmethod
+    def enter(cls) -> Action:
+        return cls(ActionType.PRESS_ENTER)
+
+    @classmethod
+    def complete(cls) -> Action:
+        return cls(ActionType.STATUS_TASK_COMPLETE)
+
+    @classmethod
+    def impossible(cls) -> Action:
+        return cls(ActionType.STATUS_TASK_IMPOSSIBLE)
+
+    @classmethod
+    def invalid(cls, raw: str, reason: str) -> Action:
+        return cls(ActionType.INVALID, raw=raw, reason=reason)
+
+    # -- properties -------------------------------------------------------------------------
+    @property
+    def is_tap(self) -> bool:
+        """A dual-point gesture whose points are within `TAP_DISTANCE_THRESHOLD`."""
+        if self.type is not ActionType.DUAL_POINT:
+            return False
+        assert self.touch is not None and self.lift is not None
+        return math.dist(self.touch, self.lift) <= TAP_DISTANCE_THRESHOLD
+
+    @property
+    def is_swipe(self) -> bool:
+        return self.type is ActionType.DUAL_POINT and not self.is_tap
+
+    @property
+    def is_terminal(self) -> bool:
+        """The agent declares the episode over (task complete or impossible)."""
+        return self.type in TERMINAL_TYPES
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.type is ActionType.INVALID
+
+    @property
+    def swipe_direction(self) -> str | None:
+        """'up', 'down', 'left' or 'right' (the finger's motion) for a swipe, else None."""
+        if not self.is_swipe:
+            return None
+        assert self.touch is not None and self.lift is not None
+        dx, dy = self.lift[0] - self.touch[0], self.lift[1] - self.touch[1]
+        if abs(dx) >= abs(dy):
+            return "right" if dx > 0 else "left"
+        return "down" if dy > 0 else "up"
+
+    def describe(self) -> str:
+        """A short human-readable form, for logs and viewers."""
+        if self.type is ActionType.DUAL_POINT:
+            assert self.touch is not None and self.lift is not None
+            if self.is_tap:
+                return f"tap({self.touch[0]:.3f}, {self.touch[1]:.3f})"
+            return (
+                f"swipe({self.touch[0]:.3f}, {self.touch[1]:.3f} -> "
+                f"{self.lift[0]:.3f}, {self.lift[1]:.3f})"
+            )
+        if self.type is ActionType.TYPE:
+            return f"type({self.text!r})"
+        if self.type is ActionType.INVALID:
+            return f"invalid({self.reason})"
+        return self.type.value.lower()
+
+    # -- JSON codec (lossless) ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type.value}
+        if self.touch is not None:
+            d["touch"] = list(self.touch)
+            d["lift"] = list(self.lift) if self.lift is not None else list(self.touch)
+        if self.type is ActionType.TYPE:
+            d["text"] = self.text
+        if self.type is ActionType.INVALID:
+            d["raw"] = self.raw
+            d["reason"] = self.reason
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Action:
+        """Inverse of `to_dict`. Raises `DataError` naming the problem on malformed data."""
+        try:
+            kind = ActionType(d["type"])
+            touch = tuple(d["touch"]) if d.get("touch") is not None else None
+            lift = tuple(d["lift"]) if d.get("lift") is not None else None
+            return cls(
+                kind,
+                touch,  # type: ignore[arg-type]
+                lift,  # type: ignore[arg-type]
+                text=d.get("text", ""),
+                raw=d.get("raw", ""),
+                reason=d.get("reason", ""),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"malformed action record {d!r}: {e}") from None
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, s: str) -> Action:
+        try:
+            d = json.loads(s)
+        except json.JSONDecodeError as e:
+            raise DataError(f"malformed action JSON {s[:80]!r}: {e}") from None
+        if not isinstance(d, dict):
+            raise DataError(f"malformed action JSON {s[:80]!r}: not an object")
+        return cls.from_dict(d)
+
+
+# -- AutoUI text codec ------------------------------------------------------------------------
+_NO_POINT = "[-1.0, -1.0]"
+
+
+def _fmt_coord(v: float, precision: int | None) -> str:
+    return repr(float(v)) if precision is None else f"{v:.{precision}f}"
+
+
+def _fmt_point(p: Point | None, precision: int | None) -> str:
+    if p is None:
+        return _NO_POINT
+    x, y = p
+    return f"[{_fmt_coord(y, precision)}, {_fmt_coord(x, precision)}]"
+
+
+def format_autoui(action: Action, plan: str | None = None, precision: int | None = None) -> str:
+    """Write an action in AutoUI's text format (points as [y, x]).
+
+    ``precision=None`` writes coordinates exactly (lossless round-trip); an int rounds them to
+    that many decimals (shorter targets for a text model). Typed text is written as a JSON string
+    literal, so quotes, commas, brackets, newlines and any unicode survive.
+    An invalid action is written back as its raw text.
+    """
+    if action.type is ActionType.INVALID:
+        return action.raw
+    if plan is None:
+        plan = f"[{action.type.value}]"
+    return (
+        f"Action Plan: {plan} ; Action Decision: "
+        f'"action_type": "{action.type.value}", '
+        f'"touch_point": "{_fmt_point(action.touch, precision)}", '
+        f'"lift_point": "{_fmt_point(action.lift, precision)}", '
+        f'"typed_text": {json.dumps(action.text, ensure_ascii=False)}'
+    )
+
+
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_TYPE_RE = re.compile(r"""["']?action_type["']?\s*:\s*["']?([A-Za-z_ ]+)""", re.IGNORECASE)
+_TEXT_KEY_RE = re.compile(r"""["']?typed_text["']?\s*:\s*""", re.IGNORECASE)
+_ALIASES = {
+    "CLICK": ActionType.DUAL_POINT,
+    "TAP": ActionType.DUAL_POINT,
+    "SWIPE": ActionType.DUAL_POINT,
+    "SCROLL": ActionType.DUAL_POINT,
+    "TYPE_TEXT": ActionType.TYPE,
+    "INPUT": ActionType.TYPE,
+    "BACK": ActionType.PRESS_BACK,
+    "HOME": ActionType.PRESS_HOME,
+    "ENTER": ActionType.PRESS_ENTER,
+    "TASK_COMPLETE": ActionType.STATUS_TASK_COMPLETE,
+    "COMPLETE": ActionType.STATUS_TASK_COMPLETE,
+    "TASK_IMPOSSIBLE": ActionType.STATUS_TASK_IMPOSSIBLE,
+    "IMPOSSIBLE": ActionType.STATUS_TASK_IMPOSSIBLE,
+}
+
+
+def _point_re(key: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"""["']?{key}["']?\s*:\s*["']?\[\s*({_NUM})\s*,\s*({_NUM})\s*\]""", re.IGNORECASE
+    )
+
+
+_TOUCH_RE = _point_re("touch_point")
+_LIFT_RE = _point_re("lift_point")
+
+
+def _parse_point(text: str, pattern: re.Pattern[str]) -> tuple[Point | None, str]:
+    """Returns ((x, y), "") or (None, reason). Text holds [y, x]."""
+    m = pattern.search(text)
+    if m is None:
+        return None, "missing"
+    y, x = float(m.group(1)), float(m.group(2))
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return None, f"non-finite coordinate in {m.group(0)!r}"
+    if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
+        return None, f"coordinate outside [0, 1] in {m.group(0)!r}"
+    return (x, y), ""
+
+
+def _parse_typed_text(text: str) -> str | None:
+    m = _TEXT_KEY_RE.search(text)
+    if m is None:
+        return None
+    rest = text[m.end() :]
+    quote = rest[:1]
+    if quote not in ('"', "'"):
+        return rest.strip()
+    if quote == '"':
+        try:
+            value, end = json.JSONDecoder().raw_decode(rest)
+        except json.JSONDecodeError:
+            value, end = None, 0
+        # Accept the JSON reading only when nothing but closing punctuation follows it; otherwise
+        # the model wrote unescaped quotes and the last quote is the real end.
+        if isinstance(value, str) and rest[end:].strip(" \t\r\n}],;") == "":
+            return value
+    last = rest.rfind(quote)
+    return rest[1:last] if last > 0 else rest[1:]
+
+
+def parse_autoui(text: str) -> Action:
+    """Parse AutoUI-format model output into an `Action`. Never raises.
+
+    Accepts the AutoUI format, loose variants (single quotes, JSON objects with list points,
+    unescaped typed text) and common aliases (CLICK, TAP, BACK, ...). Anything else becomes an
+    invalid action carrying the raw text and the reason.
+    """
+    try:
+        return _parse_autoui(text)
+    except Exception as e:  # defensive: model output must never crash a run
+        return Action.invalid(str(text), f"parser error: {type(e).__name__}: {e}")
+
+
+def _parse_autoui(text: str) -> Action:
+    if not isinstance(text, str):
+        return Action.invalid(repr(text), "model output is not a string")
+    if not text.strip():
+        return Action.invalid(text, "empty output")
+    idx = text.find("Action Decision:")
+    body = text[idx + len("Action Decision:") :] if idx >= 0 else text
+    m = _TYPE_RE.search(body)
+    if m is None:
+        return Action.invalid(text, "no action_type found")
+    name = m.group(1).strip().upper().replace(" ", "_")
+    try:
+        kind = ActionType(name)
+    except ValueError:
+        kind = _ALIASES.get(name)  # type: ignore[assignment]
+    if kind is None or kind is ActionType.INVALID:
+        return Action.invalid(text, f"unknown action_type {m.group(1).strip()!r}")
+    if kind is ActionType.DUAL_POINT:
+        touch, why = _parse_point(body, _TOUCH_RE)
+        if touch is None:
+            return Action.invalid(text, f"DUAL_POINT touch_point {why}")
+        lift, why = _parse_point(body, _LIFT_RE)
+        if lift is None and why != "missing":
+            return Action.invalid(text, f"DUAL_POINT lift_point {why}")
+        return Action(ActionType.DUAL_POINT, touch, lift or touch)
+    if kind is ActionType.TYPE:
+        typed = _parse_typed_text(body)
+        if typed is None:
+            return Action.invalid(text, "TYPE without typed_text")
+        return Action.type_text(typed)
+    return Action(kind)

@@ -1,0 +1,61 @@
+"""The ``devicerl`` command line: one module per sub-command under `devicerl.cli`.
+
+Each command module defines ``add_parser(subparsers)`` and ``run(args) -> int``; heavy imports
+happen inside ``run`` so ``devicerl --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from devicerl import __version__
+from devicerl.errors import DeviceRLError
+
+#: Sub-command modules, in the order ``--help`` lists them.
+COMMANDS = ("demo", "tasks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="devicerl",
+        description="Train and evaluate device-control agents on a fleet of devices.",
+    )
+    parser.add_argument("--version", action="version", version=f"devicerl {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"devicerl.cli.{name.replace('-', '_')}")
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG
+        if args.verbose > 1
+        else logging.INFO
+        if args.verbose
+        else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except DeviceRLError as e:
+        print(f"devicerl {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"devicerl {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,267 @@
+"""Configs: YAML files mapped onto dataclasses, with dotted command-line overrides.
+
+- `load_config(Cls, path, ["train.lr=3e-4", "pool.workers=8"])` reads YAML (optional), applies
+  overrides (values parsed as YAML scalars), and builds ``Cls`` strictly: an unknown key or a
+  value of the wrong type raises `ConfigError` in one line naming the dotted key.
+- A dataclass may define ``validate(self)`` to check cross-field rules; it runs after building.
+- `save_config` writes the resolved config with secrets redacted: any field whose name
+  contains key/token/secret/password, or that carries ``metadata={"secret": True}``.
+- Field help for ``--help`` comes from ``field(metadata={"help": "..."})``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, get_args, get_origin
+
+import yaml
+
+from devicerl.errors import ConfigError
+
+T = TypeVar("T")
+_SECRET_RE = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+REDACTED = "***redacted***"
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check/convert ``value`` to type ``tp``; raise ConfigError naming ``key``."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"{key}: {value!r} is not a valid {_type_name(tp)}")
+    if origin is typing.Literal:
+        if value not in get_args(tp):
+            choices = ", ".join(repr(a) for a in get_args(tp))
+            raise ConfigError(f"{key}: {value!r} is not one of {choices}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, prefix=key)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in tp)
+            raise ConfigError(f"{key}: {value!r} is not one of {choices}") from None
+    if origin in (list, tuple, Sequence) or tp in (list, tuple):
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        args = get_args(tp)
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                raise ConfigError(f"{key}: expected {len(args)} items, got {len(value)}")
+            return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+        item = args[0] if args else Any
+        items = [_coerce(v, item, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple or tp is tuple else items
+    if origin in (dict, Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        args = get_args(tp)
+        vt = args[1] if len(args) == 2 else Any
+        return {k: _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{key}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{key}: expected a string, got {value!r}")
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a mapping, strictly (unknown keys and bad types fail)."""
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for k, v in data.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if k not in fields:
+            close = difflib.get_close_matches(str(k), list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"unknown config key {key!r}{hint}")
+        kwargs[k] = _coerce(v, hints[k], key)
+    try:
+        obj = cls(**kwargs)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{prefix or cls.__name__}: {e}") from None
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        validate()
+    return obj
+
+
+def to_dict(obj: Any) -> Any:
+    """Dataclass (nested) -> plain dict of YAML-friendly values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, Mapping):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def _parse_scalar(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a nested dict (values parsed as YAML)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.path=value")
+        path, _, raw = item.partition("=")
+        keys = path.strip().split(".")
+        node = data
+        for k in keys[:-1]:
+            nxt = node.setdefault(k, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"override {item!r}: {k!r} is not a section")
+            node = nxt
+        node[keys[-1]] = _parse_scalar(raw)
+    return data
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except OSError as e:
+        raise ConfigError(f"cannot read config {p}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config {p} is not valid YAML: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {p} must hold a mapping at the top level")
+    return data
+
+
+def load_config(
+    cls: type[T],
+    path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    base: Mapping[str, Any] | None = None,
+) -> T:
+    """Build ``cls`` from ``base`` <- YAML file <- dotted overrides."""
+    data: dict[str, Any] = _deep_merge(dict(base or {}), read_yaml(path) if path else {})
+    apply_overrides(data, overrides)
+    return from_dict(cls, data)
+
+
+def _deep_merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    for k, v in b.items():
+        if isinstance(v, Mapping) and isinstance(a.get(k), dict):
+            a[k] = _deep_merge(dict(a[k]), v)
+        else:
+            a[k] = v
+    return a
+
+
+def _secret_fields(cls: type) -> set[str]:
+    return {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.metadata.get("secret") or _SECRET_RE.search(f.name)
+    }
+
+
+def redact(obj: Any) -> Any:
+    """A plain-dict copy of a config with secret values replaced by a marker."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        secrets = _secret_fields(type(obj))
+        out = {}
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            out[f.name] = REDACTED if (f.name in secrets and v) else redact(v)
+        return out
+    if isinstance(obj, Mapping):
+        return {
+            k: (
+                REDACTED
+                if (_SECRET_RE.search(str(k)) and v and not isinstance(v, Mapping))
+                else redact(v)
+            )
+            for k, v in obj.items()
+        }
+    return to_dict(obj)
+
+
+def save_config(obj: Any, path: str | Path) -> None:
+    """Write the resolved config as YAML, secrets redacted, atomically."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_suffix(p.suffix + ".tmp")
+    tmp.write_text(yaml.safe_dump(redact(obj), sort_keys=False), encoding="utf-8")
+    tmp.replace(p)
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """Dotted key -> help text (with the default), for ``--help`` output."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            for k, v in field_help(tp).items():  # type: ignore[arg-type]
+                out[f"{f.name}.{k}"] = v
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else None
+        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            default = f.default_factory()  # type: ignore[misc]
+        text = f.metadata.get("help", "")
+        out[f.name] = f"{text} (default: {to_dict(default)!r})".strip()
+    return out

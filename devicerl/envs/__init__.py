@@ -1,0 +1,9 @@
+"""Devices: the `DeviceEnv` API, the registry and the built-in backends."""
+
+from devicerl.envs.base import DeviceEnv, TaskStatus
+from devicerl.envs.registry import EnvSpec, make, register, registered
+
+register("synthetic", "devicerl.envs.synthetic:SyntheticEnv")
+register("synthetic/*", "devicerl.envs.synthetic:SyntheticEnv")
+
+__all__ = ["DeviceEnv", "EnvSpec", "TaskStatus", "make", "register", "registered"]

@@ -1,0 +1,163 @@
+"""`DeviceEnv`: the device API every backend (synthetic, browser, Android) implements.
+
+The base class owns the episode rules so every device behaves the same:
+- an invalid action is a no-op that the step's info records (``info["invalid_action"]``);
+- "task complete" / "task impossible" end the episode (success comes from the task's check);
+- the episode is truncated at the task's step budget (``info["end_reason"] == "max_steps"``);
+- reward is sparse: 1.0 on the step where the task is solved, else 0.0; the device's own raw
+  reward is kept in ``info["raw_reward"]``.
+
+A backend implements four hooks: `_reset`, `_act`, `_observe`, `_status`. It may override `step`
+to fuse them into one round trip, as long as it returns `self._finish_step(...)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicerl.actions import Action
+from devicerl.errors import TaskError
+from devicerl.records import EndReason, Observation, StepResult
+from devicerl.tasks.base import Task
+
+
+@dataclass
+class TaskStatus:
+    """The task's own verdict after an action."""
+
+    done: bool = False
+    success: bool = False
+    raw_reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class DeviceEnv(ABC):
+    """A device that runs tasks: ``reset(task, seed) -> Observation``, ``step(action)``."""
+
+    #: Registry name of the backend (set by subclasses).
+    name: str = "device"
+
+    def __init__(self, task: Task | str | None = None) -> None:
+        self.default_task = task
+        self.task: Task | None = None
+        self.seed: int | None = None
+        self.steps_taken = 0
+        self.episode_over = True
+        self._closed = False
+
+    # -- hooks ------------------------------------------------------------------------------
+    @abstractmethod
+    def _reset(self, task: Task, seed: int) -> Observation:
+        """Start ``task`` from a clean state, deterministically from ``seed``."""
+
+    @abstractmethod
+    def _act(self, action: Action) -> None:
+        """Perform a non-terminal, valid action on the device."""
+
+    @abstractmethod
+    def _observe(self) -> Observation:
+        """The current observation."""
+
+    @abstractmethod
+    def _status(self) -> TaskStatus:
+        """The task's own success check for the current state."""
+
+    def _close(self) -> None:  # noqa: B027 - optional hook
+        """Release the device's resources."""
+
+    def resolve_task(self, task: Task | str | None) -> Task:
+        """Turn a task name into a `Task` (subclasses may accept more forms)."""
+        task = task if task is not None else self.default_task
+        if task is None:
+            raise TaskError(f"{self.name}: reset() needs a task (no default task configured)")
+        if isinstance(task, Task):
+            return task
+        from devicerl.tasks.registry import get
+
+        return get(task)
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        """(width, height) of observations, in pixels."""
+        raise NotImplementedError
+
+    # -- public API ---------------------------------------------------------------------------
+    def reset(self, task: Task | str | None = None, seed: int | None = None) -> Observation:
+        """Start an episode of ``task`` (or the default task) deterministically from ``seed``."""
+        self._check_open()
+        self.task = self.resolve_task(task)
+        self.seed = int(seed) if seed is not None else self._next_seed()
+        self.steps_taken = 0
+        self.episode_over = False
+        obs = self._reset(self.task, self.seed)
+        obs.step = 0
+        return obs
+
+    def step(self, action: Action) -> StepResult:
+        """Apply ``action`` and return the next observation, reward and episode flags."""
+        self._check_open()
+        if self.episode_over or self.task is None:
+            raise RuntimeError(
+                f"{self.name}: step() called before reset() or after the episode ended"
+            )
+        t0 = time.perf_counter()
+        if not action.is_invalid and not action.is_terminal:
+            self._act(action)
+        obs = self._observe()
+        status = self._status()
+        return self._finish_step(action, obs, status, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _finish_step(
+        self, action: Action, obs: Observation, status: TaskStatus, device_time_s: float
+    ) -> StepResult:
+        assert self.task is not None
+        self.steps_taken += 1
+        obs.step = self.steps_taken
+        info: dict[str, Any] = dict(status.info)
+        info["raw_reward"] = status.raw_reward
+        info["success"] = bool(status.success)
+        info["device_time_s"] = device_time_s
+        if action.is_invalid:
+            info["invalid_action"] = action.reason or "invalid action"
+        terminated = status.done or status.success or action.is_terminal
+        truncated = not terminated and self.steps_taken >= self.task.max_steps
+        if status.success:
+            info["end_reason"] = EndReason.SUCCESS.value
+        elif status.done:
+            info["end_reason"] = EndReason.FAILURE.value
+        elif action.is_terminal:
+            info["end_reason"] = EndReason.AGENT_ENDED.value
+        elif truncated:
+            info["end_reason"] = EndReason.MAX_STEPS.value
+        self.episode_over = terminated or truncated
+        reward = 1.0 if status.success else 0.0
+        return StepResult(obs, reward, terminated, truncated, info)
+
+    def _next_seed(self) -> int:
+        import random
+
+        return random.randrange(2**31)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self.name}: device is closed")
+
+    def __enter__(self) -> DeviceEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort; close() is the contract
+        with contextlib.suppress(Exception):
+            self.close()

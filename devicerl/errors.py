@@ -1,0 +1,35 @@
+"""Typed errors shared across devicerl.
+
+Each error names its culprit (a device, a file, a config key) so a failure can be acted on
+without reading a traceback.
+"""
+
+from __future__ import annotations
+
+
+class DeviceRLError(Exception):
+    """Base class of every error devicerl raises on purpose."""
+
+
+class ConfigError(DeviceRLError, ValueError):
+    """A configuration value is unknown or invalid; raised at start, in one line."""
+
+
+class DeviceError(DeviceRLError, RuntimeError):
+    """A device failed in a way the pool should handle by restarting it."""
+
+
+class DeviceCrashed(DeviceError):
+    """The device (its process, browser or emulator) is gone."""
+
+
+class DeviceTimeout(DeviceError):
+    """The device did not answer within its deadline."""
+
+
+class DataError(DeviceRLError, ValueError):
+    """A data file is corrupt, partial or of an unknown schema; the message names the file."""
+
+
+class TaskError(DeviceRLError, ValueError):
+    """A task name or task list cannot be resolved."""

@@ -1,0 +1,206 @@
+"""Observations, step results, steps and trajectories: the data every part of devicerl shares.
+
+Pixel coordinates (element boxes, screen size) are in the screenshot's pixel space; actions use
+normalised [0, 1] coordinates over the same screen.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from devicerl.actions import Action
+
+#: Version of the Step/Trajectory schema; bump it when a field changes meaning.
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class UIElement:
+    """One visible element of the screen (a DOM node or an Android view).
+
+    ``bbox`` is (left, top, right, bottom) in screenshot pixels.
+    """
+
+    id: str
+    role: str
+    text: str = ""
+    value: str = ""
+    bbox: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    clickable: bool = False
+    focused: bool = False
+    editable: bool = False
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def center(self) -> tuple[float, float]:
+        left, top, right, bottom = self.bbox
+        return ((left + right) / 2.0, (top + bottom) / 2.0)
+
+    @property
+    def area(self) -> float:
+        left, top, right, bottom = self.bbox
+        return max(0.0, right - left) * max(0.0, bottom - top)
+
+    def contains(self, x: float, y: float) -> bool:
+        left, top, right, bottom = self.bbox
+        return left <= x <= right and top <= y <= bottom
+
+
+@dataclass
+class Observation:
+    """What the agent sees before acting.
+
+    ``screenshot`` is an H x W x 3 uint8 array (None when the device was configured not to
+    capture pixels, for speed). ``screen_size`` is (width, height) in the pixel space of the
+    screenshot and of element boxes.
+    """
+
+    instruction: str
+    screen_size: tuple[int, int]
+    screenshot: np.ndarray | None = None
+    elements: list[UIElement] = field(default_factory=list)
+    step: int = 0
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.screenshot is not None:
+            s = self.screenshot
+            if s.dtype != np.uint8 or s.ndim != 3 or s.shape[2] != 3:
+                raise ValueError(f"screenshot must be H x W x 3 uint8, got {s.shape} {s.dtype}")
+
+    def to_pixels(self, x: float, y: float) -> tuple[float, float]:
+        """Normalised [0, 1] coordinates to screen pixels."""
+        w, h = self.screen_size
+        return (x * w, y * h)
+
+    def to_normalised(self, px: float, py: float) -> tuple[float, float]:
+        """Screen pixels to normalised [0, 1] coordinates (clipped)."""
+        w, h = self.screen_size
+        return (min(max(px / w, 0.0), 1.0), min(max(py / h, 0.0), 1.0))
+
+    def element_at(self, x: float, y: float) -> UIElement | None:
+        """The smallest element containing the normalised point, if any."""
+        px, py = self.to_pixels(x, y)
+        hits = [e for e in self.elements if e.contains(px, py)]
+        return min(hits, key=lambda e: e.area) if hits else None
+
+
+class EndReason(str, Enum):
+    """Why an episode ended."""
+
+    SUCCESS = "success"  #: the task's success check (or the judge) says it was solved
+    FAILURE = "failure"  #: the task itself ended without success (e.g. a wrong MiniWoB answer)
+    AGENT_ENDED = "agent_ended"  #: the agent said complete/impossible and it was not solved
+    MAX_STEPS = "max_steps"  #: the step budget ran out (counts as a failure for learning)
+    TRUNCATED = "truncated"  #: infrastructure cut it short (crash, hang); not a failure
+
+
+@dataclass
+class StepResult:
+    """What `DeviceEnv.step` returns (the gymnasium 5-tuple, with a typed observation)."""
+
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+
+@dataclass
+class Step:
+    """One transition: the observation the agent saw, its action and what followed.
+
+    ``device_time_s`` is the time the device spent executing the action and observing;
+    ``agent_time_s`` is the time the agent spent choosing it (its share of a batched call).
+    """
+
+    observation: Observation
+    action: Action
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+    log_prob: float | None = None
+    policy_version: int = 0
+    agent_time_s: float = 0.0
+    device_time_s: float = 0.0
+    started_at: float = 0.0
+    verdict: dict[str, Any] | None = None
+
+
+@dataclass
+class Trajectory:
+    """One episode, complete once ``end_reason`` is set."""
+
+    task: str
+    instruction: str
+    seed: int | None = None
+    steps: list[Step] = field(default_factory=list)
+    final_observation: Observation | None = None
+    end_reason: EndReason | None = None
+    truncation_cause: str | None = None
+    success: bool = False
+    episode_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    env_id: int | None = None
+    device: str = ""
+    reset_time_s: float = 0.0
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    schema_version: int = SCHEMA_VERSION
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def length(self) -> int:
+        return len(self.steps)
+
+    @property
+    def total_reward(self) -> float:
+        return float(sum(s.reward for s in self.steps))
+
+    @property
+    def is_complete(self) -> bool:
+        return self.end_reason is not None
+
+    @property
+    def is_truncated(self) -> bool:
+        """Cut short by infrastructure: exclude from success statistics and critic labels."""
+        return self.end_reason is EndReason.TRUNCATED
+
+    @property
+    def policy_version(self) -> int:
+        """The oldest policy version that acted in this episode (0 when it has no steps)."""
+        return min((s.policy_version for s in self.steps), default=0)
+
+    @property
+    def device_time_s(self) -> float:
+        return self.reset_time_s + sum(s.device_time_s for s in self.steps)
+
+    @property
+    def agent_time_s(self) -> float:
+        return sum(s.agent_time_s for s in self.steps)
+
+    def end(self, reason: EndReason, *, success: bool | None = None, cause: str | None = None):
+        """Close the episode. ``cause`` explains a truncation."""
+        self.end_reason = reason
+        self.success = (reason is EndReason.SUCCESS) if success is None else success
+        self.truncation_cause = cause
+        self.ended_at = time.time()
+        return self
+
+    def __repr__(self) -> str:
+        reason = self.end_reason.value if self.end_reason else "running"
+        return (
+            f"Trajectory(task={self.task!r}, steps={self.length}, end={reason}, "
+            f"success={self.success}, id={self.episode_id[:8]})"
+        )

@@ -1,0 +1,106 @@
+"""Tasks (what to do on a device) and task samplers (which task comes next).
+
+A task is data: a unique name (``suite/...``), an optional fixed instruction (AitW lists) or
+none (the device generates it from the seed, as MiniWoB++ and the synthetic device do), a step
+budget, and the name of the device that can run it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from devicerl.errors import TaskError
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task. ``name`` is unique, e.g. ``miniwob/click-test`` or ``aitw/general/0042``."""
+
+    name: str
+    instruction: str | None = None
+    max_steps: int = 10
+    env: str | None = None
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise TaskError(f"task name must be a non-empty string, got {self.name!r}")
+        if self.max_steps < 1:
+            raise TaskError(f"task {self.name}: max_steps must be >= 1, got {self.max_steps}")
+
+    @property
+    def suite(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split("/", 1)[-1]
+
+    def with_max_steps(self, max_steps: int) -> Task:
+        return Task(self.name, self.instruction, max_steps, self.env, dict(self.params))
+
+
+@dataclass(frozen=True)
+class TaskInstance:
+    """A task plus the seed that makes its instance deterministic."""
+
+    task: Task
+    seed: int
+
+
+class TaskSampler:
+    """Hands out (task, seed) instances, randomly or in order.
+
+    ``mode="random"`` draws tasks uniformly with a seeded RNG; ``mode="sequential"`` walks the
+    list in order (the first N tasks of a split, as DigiRL's evaluation does) and, with
+    ``cycle=False``, stops after one pass (`next` returns None). Seeds come from the sampler's
+    RNG, so a sampler with the same seed yields the same instances.
+    """
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        mode: Literal["random", "sequential"] = "random",
+        seed: int = 0,
+        cycle: bool = True,
+        max_steps: int | None = None,
+    ) -> None:
+        if not tasks:
+            raise TaskError("task sampler needs at least one task")
+        if mode not in ("random", "sequential"):
+            raise TaskError(f"unknown sampling mode {mode!r} (use 'random' or 'sequential')")
+        self.tasks = [t.with_max_steps(max_steps) if max_steps else t for t in tasks]
+        self.mode = mode
+        self.cycle = cycle
+        self._rng = random.Random(seed)
+        self._index = 0
+
+    def next(self) -> TaskInstance | None:
+        if self.mode == "random":
+            task = self._rng.choice(self.tasks)
+        else:
+            if self._index >= len(self.tasks) and not self.cycle:
+                return None
+            task = self.tasks[self._index % len(self.tasks)]
+            self._index += 1
+        return TaskInstance(task, self._rng.randrange(2**31))
+
+    @property
+    def exhausted(self) -> bool:
+        return self.mode == "sequential" and not self.cycle and self._index >= len(self.tasks)
+
+    def __iter__(self) -> Iterator[TaskInstance]:
+        while (inst := self.next()) is not None:
+            yield inst
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue the same sequence after a restart."""
+        return {"index": self._index, "rng": self._rng.getstate()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._index = int(state["index"])
+        rng_state = state["rng"]
+        self._rng.setstate((rng_state[0], tuple(rng_state[1]), rng_state[2]))
