@@ -16,7 +16,7 @@ from devicerl import __version__
 from devicerl.errors import DeviceRLError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("demo", "tasks")
+COMMANDS = ("demo", "tasks", "judge-eval")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,109 @@
+"""Judge configuration: one key (``judge.kind``) picks the task-native or the VLM judge.
+
+Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ...``)::
+
+    judge:
+      kind: vlm                 # native | vlm
+      per_step: false           # judge every step (DigiRL) or only the finished episode
+      on_unknown: drop          # drop | native: what to do when the judge cannot tell
+      chat: {base_url: http://127.0.0.1:8000/v1, model: Qwen2-VL-7B-Instruct,
+             api_key_env: OPENAI_API_KEY, requests_per_minute: 60, max_concurrency: 4}
+      vlm: {last_k: 3, few_shot: judges/examples.yaml, cache_path: ~/.cache/devicerl/judge.sqlite}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from devicerl.clients.chat import ChatConfig
+from devicerl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from devicerl.judges.base import Judge
+    from devicerl.judges.runner import JudgeRunner
+
+DEFAULT_CACHE = "~/.cache/devicerl/judge-cache.sqlite"
+
+
+@dataclass
+class VLMJudgeConfig:
+    """What the VLM judge shows the model and where it keeps its verdicts."""
+
+    last_k: int = field(default=3, metadata={"help": "screenshots shown (the last k screens)"})
+    max_actions: int = field(default=20, metadata={"help": "most recent actions listed"})
+    few_shot: str = field(
+        default="", metadata={"help": "few-shot examples: a manifest (YAML/JSON) or a folder"}
+    )
+    cache_path: str = field(
+        default=DEFAULT_CACHE, metadata={"help": "SQLite verdict cache; empty disables it"}
+    )
+    image_format: Literal["png", "jpeg"] = field(
+        default="png", metadata={"help": "how screenshots are encoded in requests"}
+    )
+    max_side: int = field(
+        default=0, metadata={"help": "downscale screenshots to this longest side; 0 keeps size"}
+    )
+    system_prompt: str = field(
+        default="", metadata={"help": "replace the built-in instructions (keep its reply format)"}
+    )
+
+    def validate(self) -> None:
+        if self.last_k < 1 or self.max_actions < 0 or self.max_side < 0:
+            raise ConfigError("vlm: last_k >= 1, max_actions >= 0 and max_side >= 0 required")
+
+
+@dataclass
+class JudgeConfig:
+    """Which judge labels success, and how its verdicts are applied."""
+
+    kind: Literal["native", "vlm"] = field(
+        default="native", metadata={"help": "native (the task's own check) or vlm"}
+    )
+    per_step: bool = field(
+        default=False,
+        metadata={"help": "judge each step in order and cut the episode at the first success"},
+    )
+    on_unknown: Literal["drop", "native"] = field(
+        default="drop",
+        metadata={"help": "unknown verdicts: drop the episode from training, or use native"},
+    )
+    workers: int = field(
+        default=0, metadata={"help": "judging threads; 0 uses chat.max_concurrency"}
+    )
+    chat: ChatConfig = field(default_factory=ChatConfig)
+    vlm: VLMJudgeConfig = field(default_factory=VLMJudgeConfig)
+
+    def validate(self) -> None:
+        if self.workers < 0:
+            raise ConfigError(f"judge.workers must be >= 0, got {self.workers}")
+        if self.kind == "vlm" and not self.chat.model:
+            raise ConfigError("judge.chat.model must name the model when judge.kind is vlm")
+
+    @property
+    def n_workers(self) -> int:
+        return self.workers or (self.chat.max_concurrency if self.kind == "vlm" else 1)
+
+
+def make_judge(config: JudgeConfig) -> Judge:
+    """The judge that ``config.kind`` names."""
+    config.validate()
+    if config.kind == "native":
+        from devicerl.judges.native import NativeJudge
+
+        return NativeJudge()
+    from devicerl.judges.vlm import VLMJudge
+
+    return VLMJudge(config.chat, config.vlm)
+
+
+def make_runner(config: JudgeConfig, judge: Judge | None = None) -> JudgeRunner:
+    """An asynchronous judging stage for ``config`` (builds the judge unless given)."""
+    from devicerl.judges.runner import JudgeRunner
+
+    return JudgeRunner(
+        judge or make_judge(config),
+        per_step=config.per_step,
+        on_unknown=config.on_unknown,
+        workers=config.n_workers,
+    )

@@ -1,0 +1,155 @@
+"""The VLM judge: a vision-language model decides success from the last screenshots.
+
+The model sees the task, the actions taken and the last ``k`` screens (plus optional few-shot
+examples) through any OpenAI-compatible chat endpoint (vLLM, hosted APIs, Gemini's compatible
+endpoint) and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared `ChatClient`
+provides the rate limit, the concurrency cap and bounded retries; the key comes from an
+environment variable.
+
+Every call is keyed by a hash of the model, sampling parameters, prompt, examples and images and
+looked up in a persistent `VerdictCache` first: judging the same screens again sends nothing.
+Nothing here raises on a bad answer: an API failure or an unreadable reply becomes an
+``unknown`` verdict with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from devicerl.clients.chat import ChatClient, ChatConfig, ChatError
+from devicerl.errors import DataError
+from devicerl.judges.base import Judge, Label, Verdict, screens_until
+from devicerl.judges.cache import VerdictCache
+from devicerl.judges.config import VLMJudgeConfig
+from devicerl.judges.prompt import Example, build_prompt, parse_verdict, prompt_key, render
+from devicerl.records import Trajectory
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class VLMJudgeStats:
+    """Counters for progress lines and reports."""
+
+    calls: int = 0
+    cache_hits: int = 0
+    requests: int = 0
+    unknown: int = 0
+
+
+def downscale(image: np.ndarray, max_side: int) -> np.ndarray:
+    """``image`` shrunk so its longest side is at most ``max_side`` (0 keeps it)."""
+    h, w = image.shape[:2]
+    if max_side <= 0 or max(h, w) <= max_side:
+        return image
+    from PIL import Image
+
+    scale = max_side / max(h, w)
+    size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    return np.asarray(Image.fromarray(image).resize(size, Image.BILINEAR), dtype=np.uint8)
+
+
+class VLMJudge(Judge):
+    """Judges from screenshots with a chat model; thread-safe."""
+
+    name = "vlm"
+
+    def __init__(
+        self,
+        chat: ChatConfig | ChatClient,
+        config: VLMJudgeConfig | None = None,
+        examples: Sequence[Example] | None = None,
+        cache: VerdictCache | None = None,
+    ) -> None:
+        self.config = config or VLMJudgeConfig()
+        self.config.validate()
+        self.client = chat if isinstance(chat, ChatClient) else ChatClient(chat)
+        self._owns_client = not isinstance(chat, ChatClient)
+        if examples is None and self.config.few_shot:
+            from devicerl.judges.fewshot import load_examples
+
+            examples = load_examples(self.config.few_shot)
+        self.examples = [self._shrink_example(e) for e in examples or ()]
+        self._owns_cache = cache is None and bool(self.config.cache_path)
+        if self._owns_cache:
+            cache = VerdictCache(self.config.cache_path)
+        self.cache = cache
+        self.stats = VLMJudgeStats()
+        self._lock = threading.Lock()
+
+    def _shrink_example(self, ex: Example) -> Example:
+        images = tuple(downscale(i, self.config.max_side) for i in ex.images)
+        return Example(ex.instruction, images, ex.label, ex.rationale, ex.actions)
+
+    def _count(self, **kw: int) -> None:
+        with self._lock:
+            for k, v in kw.items():
+                setattr(self.stats, k, getattr(self.stats, k) + v)
+
+    def _request(self) -> dict[str, object]:
+        c = self.client.config
+        return {"model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens}
+
+    def _judge_step(self, trajectory: Trajectory, index: int) -> Verdict:
+        t0 = time.perf_counter()
+        verdict = self._ask(trajectory, index)
+        if verdict.is_unknown:
+            self._count(unknown=1)
+        return verdict.with_(latency_s=time.perf_counter() - t0)
+
+    def _ask(self, trajectory: Trajectory, index: int) -> Verdict:
+        self._count(calls=1)
+        cfg = self.config
+        screens = [o.screenshot for o in screens_until(trajectory, index)]
+        images = [downscale(s, cfg.max_side) for s in screens if s is not None][-cfg.last_k :]
+        if not images:
+            return Verdict.unknown(f"no screenshots up to step {index} (device not rendering?)")
+        steps = trajectory.steps[max(0, index + 1 - cfg.max_actions) : index + 1]
+        actions = [s.action.describe() for s in steps] if cfg.max_actions else []
+        messages = build_prompt(
+            trajectory.instruction, actions, images, self.examples, cfg.system_prompt
+        )
+        key = prompt_key(messages, **self._request())
+        hit = self._cache_get(key)
+        if hit is not None:
+            self._count(cache_hits=1)
+            return Verdict(hit[0], rationale=hit[1], cached=True)
+        self._count(requests=1)
+        try:
+            reply = self.client.complete(render(messages, cfg.image_format))
+        except ChatError as e:
+            return Verdict.unknown(f"judge API failed: {e}")
+        label, rationale, reason = parse_verdict(reply.text)
+        if label is Label.UNKNOWN:
+            return Verdict.unknown(reason)
+        self._cache_put(key, label, rationale)
+        return Verdict(label, rationale=rationale)
+
+    def _cache_get(self, key: str) -> tuple[Label, str] | None:
+        if self.cache is None:
+            return None
+        try:
+            return self.cache.get(key)
+        except DataError as e:  # a broken cache must not stop judging
+            log.warning("%s; judging without it", e)
+            return None
+
+    def _cache_put(self, key: str, label: Label, rationale: str) -> None:
+        if self.cache is None:
+            return
+        try:
+            self.cache.put(key, label, rationale, self.client.config.model)
+        except DataError as e:
+            log.warning("%s; verdict not cached", e)
+
+    def close(self) -> None:
+        if self._owns_cache and self.cache is not None:
+            self.cache.close()
+        if self._owns_client:
+            self.client.close()

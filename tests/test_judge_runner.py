@@ -1,0 +1,185 @@
+"""Applying verdicts and the asynchronous judging stage."""
+
+import time
+
+import numpy as np
+from judge_helpers import by_instruction, chat_config, collect, query, verdict_text
+
+from devicerl.actions import Action
+from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.judges import (
+    Judge,
+    JudgeConfig,
+    JudgeRunner,
+    Label,
+    NativeJudge,
+    Verdict,
+    VLMJudgeConfig,
+    apply_verdict,
+    judge_trajectory,
+    make_runner,
+)
+from devicerl.judges.vlm import VLMJudge
+from devicerl.records import EndReason
+
+
+def _steps(n: int, length: int = 5, seed: int = 0):
+    """Episodes of exactly ``length`` steps on synthetic/steps (success is a coin flip)."""
+    return collect(
+        n,
+        task="synthetic/steps",
+        seed=seed,
+        min_len=length,
+        max_len=length,
+        policy=lambda obs, rng: Action.tap(0.5, 0.5),
+    )
+
+
+def test_apply_success_failure_unknown() -> None:
+    t = _steps(1)[0]
+    native = (t.success, t.end_reason, [s.reward for s in t.steps])
+    apply_verdict(t, Verdict.unknown("api down"))
+    assert (t.success, t.end_reason, [s.reward for s in t.steps]) == native
+    assert t.extras["verdict"]["label"] == "unknown"
+
+    t = _steps(1)[0]
+    apply_verdict(t, Verdict.of(False, step=4))
+    assert not t.success and t.total_reward == 0.0
+    assert t.end_reason in (EndReason.FAILURE, EndReason.MAX_STEPS)
+    assert t.extras["native_success"] == native[0]
+
+    t = _steps(1)[0]
+    after = t.steps[3].observation
+    apply_verdict(t, Verdict.of(True, step=2))
+    assert t.length == 3 and t.extras["judge_cut_steps"] == 2
+    assert [s.reward for s in t.steps] == [0.0, 0.0, 1.0] and t.steps[2].terminated
+    assert t.success and t.end_reason is EndReason.SUCCESS
+    assert t.final_observation is after  # the screen the judge saw as solved
+
+
+def test_per_step_judging_cuts_at_the_first_success(tmp_path) -> None:
+    trajs = _steps(3, length=6, seed=1)
+    # the judge says "solved" once two actions have been taken
+    with ScriptedChatServer(lambda b: verdict_text(query(b)[1] >= 2)) as srv:
+        judge = VLMJudge(
+            chat_config(srv.base_url), VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite"))
+        )
+        runner = JudgeRunner(judge, per_step=True, workers=2)
+        for t in trajs:
+            runner.submit(t)
+        out = runner.drain(timeout=30)
+        runner.close()
+        assert len(out) == 3 and runner.stats.steps_cut == 12
+        for j in out:
+            t = j.trajectory
+            assert j.usable and j.verdict.step == 1 and t.length == 2
+            assert [s.reward for s in t.steps] == [0.0, 1.0] and t.end_reason is EndReason.SUCCESS
+            assert t.steps[0].verdict["label"] == "failure"
+            assert t.steps[1].verdict["label"] == "success"
+        assert len(srv.requests) == 6  # judging stopped at the success
+        judge.close()
+
+
+def test_unknown_is_dropped_or_falls_back_to_native_never_a_silent_failure(tmp_path) -> None:
+    for on_unknown in ("drop", "native"):
+        trajs = collect(6, seed=2)
+        native = {t.episode_id: (t.success, t.end_reason) for t in trajs}
+        assert any(s for s, _ in native.values())
+        cfg = JudgeConfig(
+            kind="vlm",
+            on_unknown=on_unknown,
+            vlm=VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")),
+        )
+        with ScriptedChatServer(lambda b: Reply("no idea")) as srv:
+            cfg.chat = chat_config(srv.base_url, max_concurrency=3)
+            runner = make_runner(cfg)
+            for t in trajs:
+                runner.submit(t)
+            out = runner.drain(timeout=30)
+            runner.judge.close()
+        assert runner.stats.unknown == 6 and len(out) == 6
+        for j in out:
+            t = j.trajectory
+            assert (t.success, t.end_reason) == native[t.episode_id]  # untouched or native
+            if on_unknown == "drop":
+                assert not j.usable and j.verdict.is_unknown and not j.fallback
+            else:
+                assert j.usable and j.fallback and j.verdict.judge == "native"
+                assert j.verdict.success == t.success
+                assert "unparseable" in t.extras["judge_unknown"]["reason"]
+        assert runner.stats.dropped == (6 if on_unknown == "drop" else 0)
+
+
+def test_truncated_episodes_are_not_judged_and_a_raising_judge_does_not_stop_the_stage() -> None:
+    class Flaky(Judge):
+        name = "flaky"
+
+        def _judge_step(self, trajectory, index):
+            if "boom" in trajectory.instruction:
+                raise RuntimeError("bug in judge")
+            return Verdict.of(True)
+
+    trajs = collect(3, seed=3)
+    trajs[0].end(EndReason.TRUNCATED, cause="device crashed")
+    trajs[1].instruction = "boom"
+    v = judge_trajectory(Flaky(), trajs[0])
+    assert v.is_unknown and "not judged" in v.reason
+    with JudgeRunner(Flaky(), workers=2) as runner:
+        for t in trajs:
+            runner.submit(t)
+        out = {j.trajectory.episode_id: j for j in runner.drain(timeout=10)}
+    assert not out[trajs[0].episode_id].usable
+    assert trajs[0].end_reason is EndReason.TRUNCATED
+    bad = out[trajs[1].episode_id]
+    assert not bad.usable and "RuntimeError: bug in judge" in bad.verdict.reason
+    assert out[trajs[2].episode_id].verdict.label is Label.SUCCESS
+
+
+def test_a_slow_judge_does_not_slow_the_producer(tmp_path) -> None:
+    """Devices keep producing while every verdict takes 0.3 s (judging lags, devices do not)."""
+    n = 12
+    labels = {}
+
+    def slow(body):
+        time.sleep(0.3)
+        return by_instruction(labels)(body)
+
+    with ScriptedChatServer(slow) as srv:
+        judge = VLMJudge(
+            chat_config(srv.base_url, max_concurrency=2),
+            VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")),
+        )
+        runner = JudgeRunner(judge, workers=2)
+        submit_s, produced_at = [], []
+        t0 = time.perf_counter()
+        for i in range(n):  # the producer: one real episode at a time, handed off when done
+            t = collect(1, seed=100 + i)[0]
+            labels[t.instruction] = t.success
+            s0 = time.perf_counter()
+            runner.submit(t)
+            submit_s.append(time.perf_counter() - s0)
+            produced_at.append(time.perf_counter() - t0)
+        produce_s = time.perf_counter() - t0
+        backlog = runner.pending
+        out = runner.drain(timeout=60)
+        judged_s = time.perf_counter() - t0
+        runner.close()
+        judge.close()
+    # judging needs at least n * 0.3 / 2 = 1.8 s; producing took far less and never waited
+    assert max(submit_s) < 0.05
+    assert backlog >= n // 2 and produce_s < judged_s / 2
+    assert len(out) == n and all(j.usable for j in out)
+    assert all(j.verdict.success == j.trajectory.extras["native_success"] for j in out)
+    assert np.all(np.diff(produced_at) < 0.25)  # no episode waited for a verdict
+
+
+def test_native_runner_relabels_nothing() -> None:
+    trajs = collect(5, seed=4)
+    before = [(t.success, t.end_reason, t.total_reward) for t in trajs]
+    with JudgeRunner(NativeJudge(), workers=1) as runner:
+        for t in trajs:
+            runner.submit(t)
+        out = runner.drain(timeout=10)
+    assert sorted((j.trajectory.success, j.trajectory.end_reason, j.trajectory.total_reward)
+                  for j in out) == sorted(before)  # fmt: skip
+    assert runner.stats.success + runner.stats.failure == 5
