@@ -133,7 +133,11 @@ def test_unparseable_reply_is_unknown_and_not_cached(tmp_path) -> None:
     no_pixels = collect(1, seed=5, render=False)[0]
     with ScriptedChatServer() as srv:
         v = _vlm(srv, tmp_path).judge(no_pixels)
-        assert v.is_unknown and "no screenshots" in v.reason and not srv.requests
+        assert v.is_unknown and "no screenshot after step 0" in v.reason and not srv.requests
+        no_final = collect(1, seed=5)[0]
+        no_final.final_observation = None  # only the screen before the last action is known
+        v = _vlm(srv, tmp_path).judge(no_final)
+        assert v.is_unknown and "no screenshot after" in v.reason and not srv.requests
 
 
 def test_cache_hits_send_nothing_and_keys_are_per_call(tmp_path) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from devicerl.clients.chat import ChatClient, ChatConfig, ChatError
 from devicerl.errors import DataError
-from devicerl.judges.base import Judge, Label, Verdict, screens_until
+from devicerl.judges.base import Judge, Label, Verdict, observation_after, screens_until
 from devicerl.judges.cache import VerdictCache
 from devicerl.judges.config import VLMJudgeConfig
 from devicerl.judges.prompt import Example, build_prompt, parse_verdict, prompt_key, render
@@ -106,10 +106,11 @@ class VLMJudge(Judge):
     def _ask(self, trajectory: Trajectory, index: int) -> Verdict:
         self._count(calls=1)
         cfg = self.config
+        after = observation_after(trajectory, index)
+        if after is None or after.screenshot is None:  # judging an older screen would mislead
+            return Verdict.unknown(f"no screenshot after step {index} (device not rendering?)")
         screens = [o.screenshot for o in screens_until(trajectory, index)]
         images = [downscale(s, cfg.max_side) for s in screens if s is not None][-cfg.last_k :]
-        if not images:
-            return Verdict.unknown(f"no screenshots up to step {index} (device not rendering?)")
         steps = trajectory.steps[max(0, index + 1 - cfg.max_actions) : index + 1]
         actions = [s.action.describe() for s in steps] if cfg.max_actions else []
         messages = build_prompt(
