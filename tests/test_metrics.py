@@ -115,7 +115,7 @@ class _Cfg:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 
-def test_run_dir_layout_config_and_checkpoints(tmp_path) -> None:
+def test_run_dir_layout_and_config(tmp_path) -> None:
     run = RunDir(tmp_path / "r").create()
     assert run.trajectories.is_dir() and run.checkpoints.is_dir()
     cfg = _Cfg(token="tok-123", logging=LoggingConfig(wandb_project="p"))
@@ -124,11 +124,8 @@ def test_run_dir_layout_config_and_checkpoints(tmp_path) -> None:
     assert "tok-123" not in text and yaml.safe_load(text)["logging"]["wandb_project"] == "p"
     again = run.load_config(_Cfg, ["name=y"])
     assert again.name == "y" and again.token == "" and again.logging.wandb_project == "p"
-    assert run.latest_checkpoint() is None
-    for step in (50, 1200, 300):
-        run.checkpoint_path(step).mkdir()
-    (run.checkpoints / "step-0000009999.tmp").mkdir()  # unfinished: ignored
-    assert run.latest_checkpoint() == run.checkpoint_path(1200)
+    manager = run.checkpoint_manager(keep=2)
+    assert manager.root == run.checkpoints and manager.load_latest() is None
     with run.metrics_logger(LoggingConfig(tensorboard=False)) as log:
         log.log({"rollout/success_rate": 1.0}, step=7)
     assert run.read_metrics()[0]["step"] == 7

@@ -196,3 +196,17 @@ def test_malformed_row_names_file_and_episode(tmp_path, trajectories) -> None:
     pq.write_table(bad, shards[2])
     with pytest.raises(DataError, match=f"{shards[2].name}: episode {trajectories[2].episode_id}"):
         TrajectoryStore(tmp_path).read_all()
+
+
+def test_background_writer(tmp_path, trajectories) -> None:
+    with TrajectoryWriter(tmp_path / "s", background=True, max_pending=2) as w:
+        w.extend(trajectories)
+        w.flush()
+        assert len(TrajectoryStore(tmp_path / "s")) == len(trajectories)
+    assert w.episodes_written == len(trajectories)
+    broken = TrajectoryWriter(tmp_path / "b", background=True)
+    shutil.rmtree(tmp_path / "b")
+    (tmp_path / "b").write_text("not a folder")  # every shard write now fails
+    broken.append(trajectories[0])
+    with pytest.raises(NotADirectoryError):
+        broken.close()

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     log_every = max(1, args.episodes // 20)
     t0 = time.perf_counter()
     with (
-        run_dir.writer() as writer,
+        run_dir.writer(background=True) as writer,
         run_dir.metrics_logger(LoggingConfig(tensorboard=False)) as metrics,
         RateProgress("collect", total=args.episodes) as bar,
     ):

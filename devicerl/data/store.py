@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
 import time
 import uuid
@@ -60,7 +61,12 @@ def _write_atomic(table: pa.Table, path: Path, fsync: bool) -> None:
 
 
 class TrajectoryWriter:
-    """Appends finished trajectories to a store folder as small atomic shards. Thread-safe."""
+    """Appends finished trajectories to a store folder as small atomic shards. Thread-safe.
+
+    With ``background=True`` a worker thread encodes and writes, so `append` costs the caller
+    almost nothing (at most ``max_pending`` episodes wait; then `append` blocks). A write error
+    is raised by the next `append`, `flush` or `close`.
+    """
 
     def __init__(
         self,
@@ -70,6 +76,8 @@ class TrajectoryWriter:
         flush_every: int = 1,
         flush_interval_s: float | None = 10.0,
         fsync: bool = True,
+        background: bool = False,
+        max_pending: int = 64,
     ) -> None:
         if flush_every < 1:
             raise ValueError(f"flush_every must be >= 1, got {flush_every}")
@@ -87,11 +95,25 @@ class TrajectoryWriter:
         self._lock = threading.Lock()
         self.episodes_written = 0
         self.shards_written: list[Path] = []
+        self._error: BaseException | None = None
+        self._queue: queue.Queue[Trajectory | None] | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=max_pending)
+            self._thread = threading.Thread(target=self._drain, name="trajectory-writer")
+            self._thread.daemon = True
+            self._thread.start()
 
     def append(self, trajectory: Trajectory) -> None:
-        """Queue a finished episode; writes a shard when the flush policy says so."""
+        """Add a finished episode; a shard is written when the flush policy says so."""
         if not trajectory.is_complete:
             raise ValueError(f"{trajectory!r} is not finished (end_reason is unset)")
+        self._raise_pending()
+        if self._queue is not None:
+            self._queue.put(trajectory)
+        else:
+            self._add(trajectory)
+
+    def _add(self, trajectory: Trajectory) -> None:
         with self._lock:
             if not self._buffer:
                 self._first_buffered_at = time.monotonic()
@@ -103,12 +125,34 @@ class TrajectoryWriter:
             if due:
                 self._flush_locked()
 
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    self._add(item)
+            except BaseException as e:  # surfaced to the caller by _raise_pending
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
     def extend(self, trajectories: Iterable[Trajectory]) -> None:
         for t in trajectories:
             self.append(t)
 
     def flush(self) -> Path | None:
-        """Write buffered episodes now; returns the shard path (None if nothing was buffered)."""
+        """Write everything appended so far; returns the last shard written now (or None)."""
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_pending()
         with self._lock:
             return self._flush_locked()
 
@@ -129,6 +173,10 @@ class TrajectoryWriter:
         return path
 
     def close(self) -> None:
+        """Write what is pending and stop the background thread (if any)."""
+        if self._queue is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
         self.flush()
 
     def __enter__(self) -> TrajectoryWriter:

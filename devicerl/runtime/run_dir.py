@@ -6,24 +6,22 @@ RUN/
   trajectories/     trajectory store (Parquet shards; devicerl.data.store)
   metrics.jsonl     one JSON object per log call: {"step", "time", "<ns>/<name>": value, ...}
   tb/               TensorBoard event files
-  checkpoints/      step-<N>/ folders (trainers write step-<N>.tmp/ and rename it when
-                    complete, so `latest_checkpoint` sees only finished ones)
+  checkpoints/      iter-<N>/ folders and a `latest` pointer (devicerl.runtime.checkpoint)
   report/           static HTML report written by `devicerl view`
 ```
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+    from devicerl.runtime.checkpoint import CheckpointManager
     from devicerl.runtime.metrics import LoggingConfig, MetricsLogger
 
 T = TypeVar("T")
-_STEP_DIR = re.compile(r"^step-(\d+)$")
 
 
 class RunDir:
@@ -116,20 +114,11 @@ class RunDir:
         return read_metrics(self.metrics_path) if self.metrics_path.exists() else []
 
     # -- checkpoints --------------------------------------------------------------------------
-    def checkpoint_path(self, step: int) -> Path:
-        """Folder for the checkpoint taken at ``step`` (not created)."""
-        return self.checkpoints / f"step-{step:010d}"
+    def checkpoint_manager(self, keep: int = 3) -> CheckpointManager:
+        """The run's `CheckpointManager` (``checkpoints/iter-N/`` + ``latest``)."""
+        from devicerl.runtime.checkpoint import CheckpointManager
 
-    def latest_checkpoint(self) -> Path | None:
-        """The checkpoint folder with the highest step, or None."""
-        if not self.checkpoints.is_dir():
-            return None
-        found = [
-            (int(m.group(1)), p)
-            for p in self.checkpoints.iterdir()
-            if p.is_dir() and (m := _STEP_DIR.match(p.name))
-        ]
-        return max(found)[1] if found else None
+        return CheckpointManager(self.checkpoints, keep=keep)
 
 
 def _drop_redacted(data: dict[str, Any]) -> dict[str, Any]:
