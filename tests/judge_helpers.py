@@ -8,10 +8,12 @@ from collections.abc import Callable
 import numpy as np
 
 from devicerl.actions import Action
+from devicerl.agents.base import FunctionPolicy
 from devicerl.clients import ChatConfig
 from devicerl.clients.scripted_server import Reply
 from devicerl.envs import make
-from devicerl.records import EndReason, Observation, Step, Trajectory
+from devicerl.records import Observation, Trajectory
+from devicerl.runtime.rollout import rollout
 
 
 def oracle(obs: Observation, rng: np.random.Generator, skill: float) -> Action:
@@ -39,22 +41,9 @@ def collect(
     """``n`` real episodes on the synthetic device, with its ground-truth success."""
     env = make("synthetic", seed=seed, **env_kw)
     rng = np.random.default_rng(seed)
-    out = []
-    for i in range(n):
-        obs = env.reset(task, seed=seed * 1000 + i)
-        traj = Trajectory(task, obs.instruction, seed * 1000 + i, device="synthetic")
-        while True:
-            action = policy(obs, rng) if policy else oracle(obs, rng, skill)
-            res = env.step(action)
-            traj.steps.append(
-                Step(obs, action, res.reward, res.terminated, res.truncated, res.info)
-            )
-            obs = res.observation
-            if res.done:
-                break
-        traj.final_observation = obs
-        traj.end(EndReason(res.info["end_reason"]))
-        out.append(traj)
+    act = policy or (lambda obs, rng: oracle(obs, rng, skill))
+    agent = FunctionPolicy(lambda observations: [act(o, rng) for o in observations])
+    out = [rollout(env, agent, task, seed * 1000 + i) for i in range(n)]
     env.close()
     return out
 

@@ -1,20 +1,19 @@
-"""Judge evaluation: the episode files, the report and the ``devicerl judge-eval`` command."""
+"""Judge evaluation: ground truth, the report and the ``devicerl judge-eval`` command."""
 
 import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 from judge_helpers import by_instruction, chat_config, collect
 
 from devicerl.clients.scripted_server import ScriptedChatServer
-from devicerl.errors import DataError
+from devicerl.data.store import TrajectoryStore
 from devicerl.judges import NativeJudge, VLMJudgeConfig
 from devicerl.judges.evaluate import evaluate_judge, ground_truth
-from devicerl.judges.files import iter_trajectories, load_trajectory, save_trajectories
 from devicerl.judges.vlm import VLMJudge
 from devicerl.records import EndReason
+from devicerl.runtime.run_dir import RunDir
 
 
 def _dataset(tmp_path, n=16):
@@ -35,38 +34,26 @@ def _dataset(tmp_path, n=16):
     labels[neg[0].instruction] = True  # one false positive
     labels[pos[0].instruction] = False  # one false negative
     labels[pos[1].instruction] = "garbage"  # one unknown
-    save_trajectories(trajs, tmp_path / "data")
+    with RunDir(tmp_path / "run").create().writer() as w:  # a run folder, as training writes
+        w.extend(trajs)
     return trajs, labels, (len(pos), len(neg))
 
 
-def test_episode_files_round_trip_and_name_bad_files(tmp_path) -> None:
+def test_ground_truth_prefers_a_human_label() -> None:
     t = collect(1, task="synthetic/type", skill=1.0, seed=1)[0]
-    t.extras["ground_truth"] = False
-    save_trajectories([t], tmp_path)
-    u = load_trajectory(tmp_path / t.episode_id)
-    assert (u.task, u.instruction, u.seed, u.success, u.end_reason) == (
-        t.task,
-        t.instruction,
-        t.seed,
-        t.success,
-        t.end_reason,
-    )
-    assert [s.action for s in u.steps] == [s.action for s in t.steps]
-    assert np.array_equal(u.final_observation.screenshot, t.final_observation.screenshot)
-    assert np.array_equal(u.steps[0].observation.screenshot, t.steps[0].observation.screenshot)
-    assert u.steps[-1].info["success"] == t.steps[-1].info["success"]
-    assert ground_truth(u) is False  # the human label wins over the device's check
-    (tmp_path / t.episode_id / "trajectory.json").write_text("{not json")
-    with pytest.raises(DataError, match=f"{t.episode_id}/trajectory.json"):
-        list(iter_trajectories(tmp_path))
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(DataError, match=r"no \*/trajectory\.json"):
-        list(iter_trajectories(tmp_path / "empty"))
+    assert t.success and ground_truth(t) is True
+    t.extras["ground_truth"] = "failure"
+    assert ground_truth(t) is False
+    t.extras.pop("ground_truth")
+    t.end(EndReason.TRUNCATED, cause="crash")
+    assert ground_truth(t) is None
 
 
 def test_evaluate_judge_confusion_matrix(tmp_path) -> None:
     trajs, labels, expect = _dataset(tmp_path)
-    loaded = list(iter_trajectories(tmp_path / "data"))
+    store = TrajectoryStore(tmp_path / "run" / "trajectories")
+    loaded = list(store)
+    assert len(loaded) == len(trajs)
     native = evaluate_judge(NativeJudge(), loaded)
     assert native.accuracy == 1.0 and native.no_truth == 1 and native.unknown == 0
     with ScriptedChatServer(by_instruction(labels)) as srv:
@@ -74,7 +61,7 @@ def test_evaluate_judge_confusion_matrix(tmp_path) -> None:
             chat_config(srv.base_url, max_concurrency=4),
             VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")),
         )
-        report = evaluate_judge(judge, iter_trajectories(tmp_path / "data"), workers=4)
+        report = evaluate_judge(judge, store.iter_trajectories(), workers=4)
         judge.close()
     n_pos, n_neg = expect
     assert (report.tp, report.fn, report.unknown_pos) == (n_pos - 2, 1, 1)
@@ -92,14 +79,12 @@ def test_evaluate_judge_confusion_matrix(tmp_path) -> None:
 def test_judge_eval_cli_against_a_local_server(tmp_path) -> None:
     trajs, labels, _ = _dataset(tmp_path)
     cache = tmp_path / "cache.sqlite"
-    (tmp_path / "run.yaml").write_text(
-        f"judge:\n  kind: vlm\n  vlm:\n    cache_path: {cache}\n    last_k: 2\n"
-    )
+    (tmp_path / "run.yaml").write_text(f"kind: vlm\nvlm:\n  cache_path: {cache}\n  last_k: 2\n")
     with ScriptedChatServer(by_instruction(labels)) as srv:
         cmd = [
-            sys.executable, "-m", "devicerl", "judge-eval", str(tmp_path / "data"),
+            sys.executable, "-m", "devicerl", "judge-eval", str(tmp_path / "run"),
             "--config", str(tmp_path / "run.yaml"),
-            "--set", f"chat.base_url={srv.base_url}", "--set", "chat.model=judge-model",
+            "--set", f"chat.base_url={srv.base_url}", "chat.model=judge-model",
             "--json", str(tmp_path / "report.json"),
         ]  # fmt: skip
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
@@ -113,7 +98,7 @@ def test_judge_eval_cli_against_a_local_server(tmp_path) -> None:
     assert report["cached"] == len(trajs) - 2
     assert "judge: vlm" in r.stdout and "false-positive rate" in r.stdout
     r = subprocess.run(
-        [sys.executable, "-m", "devicerl", "judge-eval", str(tmp_path / "data")],
+        [sys.executable, "-m", "devicerl", "judge-eval", str(tmp_path / "run" / "trajectories")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -125,4 +110,4 @@ def test_judge_eval_cli_against_a_local_server(tmp_path) -> None:
         text=True,
         timeout=120,
     )
-    assert r.returncode == 2 and "nope: no such folder" in r.stderr
+    assert r.returncode == 2 and "nope: no stored episodes" in r.stderr

@@ -1,33 +1,31 @@
-"""``devicerl judge-eval DATA``: measure a judge against trajectories with ground truth.
+"""``devicerl judge-eval RUN_OR_DATA``: measure a judge against episodes with ground truth.
 
-DATA is a folder of episode folders in the `devicerl.judges.files` format (one
-``trajectory.json`` plus screenshots each). The judge comes from ``--config`` (a YAML file with
-a ``judge:`` section, or the judge section itself) and ``--set key=value`` overrides, e.g.
-``--set kind=vlm --set chat.model=qwen2-vl --set chat.base_url=http://127.0.0.1:8000/v1``.
+RUN_OR_DATA is a run folder (its ``trajectories/`` store) or a bare trajectory store folder
+(`devicerl.data.store`). The judge comes from the `JudgeConfig` options (``--config FILE``,
+``--set kind=vlm``, ``chat.model=NAME`` ...); the default is the task-native check.
 """
 
 from __future__ import annotations
 
 import argparse
 
+from devicerl.cli.common import add_config_args, resolve_config
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "judge-eval",
         help="measure a success judge against ground truth (confusion matrix, accuracy, FPR)",
+        description="Run a judge over stored episodes that have ground truth (a human label in "
+        "extras['ground_truth'], else the task's own success check) and print the confusion "
+        "matrix, accuracy, false-positive / false-negative rates and unknown verdicts.",
     )
-    p.add_argument("data", metavar="RUN_OR_DATA", help="folder of stored episodes")
-    p.add_argument("--config", default=None, help="YAML with a judge: section")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="judge config override, e.g. kind=vlm or chat.model=NAME (repeatable)",
-    )
+    p.add_argument("data", metavar="RUN_OR_DATA", help="a run folder or a trajectory store")
     p.add_argument("--limit", type=int, default=0, help="judge at most this many episodes")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
+    from devicerl.judges.config import JudgeConfig
+
+    add_config_args(p, JudgeConfig)
     p.set_defaults(func=run)
 
 
@@ -37,38 +35,28 @@ def run(args: argparse.Namespace) -> int:
     import sys
     from pathlib import Path
 
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
-
-    from devicerl.config import load_config, read_yaml
-    from devicerl.judges import JudgeConfig, make_judge
+    from devicerl.data.store import TrajectoryStore
+    from devicerl.errors import DataError
+    from devicerl.judges import make_judge
     from devicerl.judges.evaluate import JudgeReport, evaluate_judge
-    from devicerl.judges.files import iter_trajectories
+    from devicerl.records import Trajectory
+    from devicerl.runtime.progress import RateProgress
+    from devicerl.runtime.run_dir import find_store
 
-    base = read_yaml(args.config) if args.config else {}
-    if isinstance(base.get("judge"), dict):
-        base = base["judge"]
-    config = load_config(JudgeConfig, None, args.overrides, base=base)
-    trajectories = iter_trajectories(args.data)
+    config = resolve_config(args)
+    store = TrajectoryStore(find_store(args.data))
+    if not store.shards():
+        raise DataError(f"{args.data}: no stored episodes (not a run or trajectory store folder)")
+    episodes = store.iter_trajectories()
     if args.limit > 0:
-        trajectories = itertools.islice(trajectories, args.limit)
-    with (
-        make_judge(config) as judge,
-        Progress(
-            TextColumn("[bold]judge-eval"),
-            TextColumn("{task.completed} episodes  {task.fields[rate]:.1f}/s  {task.fields[acc]}"),
-            TimeElapsedColumn(),
-            transient=True,
-        ) as bar,
-    ):
-        job = bar.add_task("eval", total=None, rate=0.0, acc="")
+        episodes = itertools.islice(episodes, args.limit)
+    with make_judge(config) as judge, RateProgress("judge-eval", unit="episodes") as bar:
 
-        def progress(r: JudgeReport) -> None:
-            done = r.n + r.no_truth
-            acc = "" if r.accuracy is None else f"accuracy {r.accuracy:.1%}"
-            rate = done / max(bar.tasks[0].elapsed or 1e-9, 1e-9)
-            bar.update(job, completed=done, rate=rate, acc=acc)
+        def progress(report: JudgeReport, t: Trajectory) -> None:
+            acc = "n/a" if report.accuracy is None else f"{report.accuracy:.1%}"
+            bar.update(1, steps=t.length, successes=int(t.success), accuracy=acc)
 
-        report = evaluate_judge(judge, trajectories, workers=config.n_workers, progress=progress)
+        report = evaluate_judge(judge, episodes, workers=config.n_workers, progress=progress)
     print(report.format())
     if not report.n:
         print(f"judge-eval: no episode in {args.data} has ground truth", file=sys.stderr)

@@ -175,9 +175,12 @@ def evaluate_judge(
     *,
     workers: int = 4,
     truth: Callable[[Trajectory], bool | None] = ground_truth,
-    progress: Callable[[JudgeReport], None] | None = None,
+    progress: Callable[[JudgeReport, Trajectory], None] | None = None,
 ) -> JudgeReport:
-    """Judge every trajectory that has ground truth (``workers`` at a time) and compare."""
+    """Judge every trajectory that has ground truth (``workers`` at a time) and compare.
+
+    ``progress(report, trajectory)`` is called after each trajectory, in input order.
+    """
     report = JudgeReport(judge.name)
     t0 = time.perf_counter()
 
@@ -192,6 +195,6 @@ def evaluate_judge(
             else:
                 report.add(t, gt, verdict)
             if progress is not None:
-                progress(report)
+                progress(report, t)
     report.elapsed_s = time.perf_counter() - t0
     return report
