@@ -21,38 +21,22 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
-from devicerl.actions import Action
+from devicerl.agents import RandomPolicy
 from devicerl.clients import ChatConfig
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import make
 from devicerl.judges import JudgeRunner, NativeJudge, VLMJudgeConfig
 from devicerl.judges.vlm import VLMJudge
-from devicerl.records import EndReason, Step, Trajectory
-
-
-def episode(env, i: int, rng: np.random.Generator) -> Trajectory:
-    obs = env.reset("synthetic/tap", seed=i)
-    traj = Trajectory("synthetic/tap", obs.instruction, i)
-    while True:
-        action = Action.tap(float(rng.random()), float(rng.random()))
-        res = env.step(action)
-        traj.steps.append(Step(obs, action, res.reward, res.terminated, res.truncated, res.info))
-        obs = res.observation
-        if res.done:
-            break
-    traj.final_observation = obs
-    return traj.end(EndReason(res.info["end_reason"]))
+from devicerl.runtime.rollout import rollout
 
 
 def run(system: str, n: int, judge, workers: int, step_latency: float) -> dict[str, float]:
     env = make("synthetic", step_latency=step_latency, seed=0)
-    rng = np.random.default_rng(0)
+    policy = RandomPolicy(seed=0)
     runner = JudgeRunner(judge, workers=workers) if system == "async" else None
     t0 = time.perf_counter()
     for i in range(n):
-        traj = episode(env, i, rng)
+        traj = rollout(env, policy, "synthetic/tap", seed=i)
         if runner is not None:
             runner.submit(traj)
         else:
