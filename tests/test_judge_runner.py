@@ -2,7 +2,6 @@
 
 import time
 
-import numpy as np
 from judge_helpers import by_instruction, chat_config, collect, query, verdict_text
 
 from devicerl.actions import Action
@@ -16,6 +15,7 @@ from devicerl.judges import (
     Verdict,
     VLMJudgeConfig,
     apply_verdict,
+    is_labelled,
     judge_trajectory,
     make_runner,
 )
@@ -37,6 +37,7 @@ def _steps(n: int, length: int = 5, seed: int = 0):
 
 def test_apply_success_failure_unknown() -> None:
     t = _steps(1)[0]
+    assert is_labelled(t)  # never judged: the device's labels stand
     native = (t.success, t.end_reason, [s.reward for s in t.steps])
     apply_verdict(t, Verdict.unknown("api down"))
     assert (t.success, t.end_reason, [s.reward for s in t.steps]) == native
@@ -101,6 +102,7 @@ def test_unknown_is_dropped_or_falls_back_to_native_never_a_silent_failure(tmp_p
         for j in out:
             t = j.trajectory
             assert (t.success, t.end_reason) == native[t.episode_id]  # untouched or native
+            assert is_labelled(t) == j.usable
             if on_unknown == "drop":
                 assert not j.usable and j.verdict.is_unknown and not j.fallback
             else:
@@ -136,21 +138,21 @@ def test_truncated_episodes_are_not_judged_and_a_raising_judge_does_not_stop_the
 
 
 def test_a_slow_judge_does_not_slow_the_producer(tmp_path) -> None:
-    """Devices keep producing while every verdict takes 0.3 s (judging lags, devices do not)."""
-    n = 12
+    """Devices keep producing while every verdict takes 1 s (judging lags, devices do not)."""
+    n, delay, workers = 8, 1.0, 2
     labels = {}
 
     def slow(body):
-        time.sleep(0.3)
+        time.sleep(delay)
         return by_instruction(labels)(body)
 
     with ScriptedChatServer(slow) as srv:
         judge = VLMJudge(
-            chat_config(srv.base_url, max_concurrency=2),
+            chat_config(srv.base_url, max_concurrency=workers),
             VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")),
         )
-        runner = JudgeRunner(judge, workers=2)
-        submit_s, produced_at = [], []
+        runner = JudgeRunner(judge, workers=workers)
+        submit_s = []
         t0 = time.perf_counter()
         for i in range(n):  # the producer: one real episode at a time, handed off when done
             t = collect(1, seed=100 + i)[0]
@@ -158,19 +160,16 @@ def test_a_slow_judge_does_not_slow_the_producer(tmp_path) -> None:
             s0 = time.perf_counter()
             runner.submit(t)
             submit_s.append(time.perf_counter() - s0)
-            produced_at.append(time.perf_counter() - t0)
         produce_s = time.perf_counter() - t0
-        backlog = runner.pending
         out = runner.drain(timeout=60)
         judged_s = time.perf_counter() - t0
         runner.close()
         judge.close()
-    # judging needs at least n * 0.3 / 2 = 1.8 s; producing took far less and never waited
-    assert max(submit_s) < 0.05
-    assert backlog >= n // 2 and produce_s < judged_s / 2
+    # a submit that waited for a verdict would take >= 1 s; judging all takes >= n/workers s
+    assert max(submit_s) < 0.1
+    assert judged_s >= n * delay / workers and produce_s < judged_s / 2
     assert len(out) == n and all(j.usable for j in out)
     assert all(j.verdict.success == j.trajectory.extras["native_success"] for j in out)
-    assert np.all(np.diff(produced_at) < 0.25)  # no episode waited for a verdict
 
 
 def test_native_runner_relabels_nothing() -> None:

@@ -4,7 +4,7 @@
 trajectories asynchronously; `evaluate_judge` measures a judge against ground truth.
 """
 
-from devicerl.judges.apply import apply_verdict, judge_trajectory
+from devicerl.judges.apply import apply_verdict, is_labelled, judge_trajectory
 from devicerl.judges.base import Judge, Label, Verdict
 from devicerl.judges.config import JudgeConfig, VLMJudgeConfig, make_judge, make_runner
 from devicerl.judges.native import NativeJudge
@@ -20,6 +20,7 @@ __all__ = [
     "VLMJudgeConfig",
     "Verdict",
     "apply_verdict",
+    "is_labelled",
     "judge_trajectory",
     "make_judge",
     "make_runner",

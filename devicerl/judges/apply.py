@@ -89,3 +89,11 @@ def apply_verdict(trajectory: Trajectory, verdict: Verdict) -> Trajectory:
     trajectory.end_reason, trajectory.success = EndReason.SUCCESS, True
     trajectory.truncation_cause = None
     return trajectory
+
+
+def is_labelled(trajectory: Trajectory) -> bool:
+    """False when a judge looked at ``trajectory`` and could not tell (its applied verdict is
+    unknown): keep such episodes out of training and success statistics. Episodes no judge
+    has seen keep the device's labels and count as labelled."""
+    verdict = trajectory.extras.get("verdict")
+    return not (isinstance(verdict, dict) and verdict.get("label") == Label.UNKNOWN.value)
