@@ -6,6 +6,7 @@ from judge_helpers import by_instruction, chat_config, collect, query, verdict_t
 
 from devicerl.actions import Action
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.judges import (
     Judge,
     JudgeConfig,
@@ -79,6 +80,12 @@ def test_per_step_judging_cuts_at_the_first_success(tmp_path) -> None:
             assert t.steps[1].verdict["label"] == "success"
         assert len(srv.requests) == 6  # judging stopped at the success
         judge.close()
+    with TrajectoryWriter(tmp_path / "store") as w:  # verdicts and cuts survive the store
+        w.extend(j.trajectory for j in out)
+    for t in TrajectoryStore(tmp_path / "store"):
+        assert t.length == 2 and t.success and t.extras["judge_cut_steps"] == 4
+        assert t.extras["verdict"]["label"] == "success" and t.extras["verdict"]["step"] == 1
+        assert t.steps[1].verdict["rationale"] == "scripted." and is_labelled(t)
 
 
 def test_unknown_is_dropped_or_falls_back_to_native_never_a_silent_failure(tmp_path) -> None:
