@@ -129,7 +129,9 @@ def test_import_into_store_is_idempotent(reference, tmp_path) -> None:
     assert (stats.trajectories, stats.successes) == (4, 1)
     assert stats.steps == sum(len(t) for t in data)
     assert (stats.images_found, stats.images_missing) == (4, 4 + 4 + 3)
+    shards = sorted(out.glob("shard-*.parquet"))
     import_digirl([path], out, image_root=images)  # same file again: same episode ids
+    assert sorted(out.glob("shard-*.parquet")) == shards  # nothing new written
     back = TrajectoryStore(out).read_all()
     assert len(back) == 4
     assert "image_features" not in back[0].steps[0].observation.extras  # first import wins

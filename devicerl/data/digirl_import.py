@@ -265,20 +265,27 @@ def import_digirl(
     task_names: Mapping[str, str] | None = None,
     codec: str | None = None,
 ) -> ImportStats:
-    """Convert DigiRL files into the store at ``store_folder`` (written 64 episodes a shard)."""
-    from devicerl.data.store import TrajectoryWriter
+    """Convert DigiRL files into the store at ``store_folder`` (written 64 episodes a shard).
+
+    Episode ids are derived from the file name and position, so importing the same file again
+    skips the episodes the store already holds.
+    """
+    from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 
     stats = ImportStats()
     kw = {"codec": codec} if codec else {}
+    existing: set[str] = set()
+    if Path(store_folder).is_dir():
+        existing = set(TrajectoryStore(store_folder).index().column("episode_id").to_pylist())
     with TrajectoryWriter(store_folder, flush_every=64, flush_interval_s=None, **kw) as writer:
         for path in paths:
-            writer.extend(
-                iter_digirl(
-                    path,
-                    image_root=image_root,
-                    features=features,
-                    task_names=task_names,
-                    stats=stats,
-                )
-            )
+            for traj in iter_digirl(
+                path,
+                image_root=image_root,
+                features=features,
+                task_names=task_names,
+                stats=stats,
+            ):
+                if traj.episode_id not in existing:
+                    writer.append(traj)
     return stats
