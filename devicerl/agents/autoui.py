@@ -303,12 +303,17 @@ class AutoUIAgent(TorchPolicy):
             t if t is not None else format_autoui(a, precision=self.config.precision)
             for a, t in zip(actions, texts or [None] * len(actions))
         ]
-        labels = [self.target_ids(t) for t in targets]
-        n = max(len(x) for x in labels)
+        return self.score_ids(observations, [self.target_ids(t) for t in targets])
+
+    def score_ids(
+        self, observations: Sequence[Observation], labels: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
+        """Teacher-forced log-prob of each token sequence (summed over its tokens)."""
+        n = max(1, max(len(x) for x in labels))
         lab = torch.full((len(labels), n), self.pad_id, dtype=torch.long)
         keep = torch.zeros(len(labels), n, dtype=torch.bool)
         for i, x in enumerate(labels):
-            lab[i, : len(x)] = torch.tensor(x)
+            lab[i, : len(x)] = torch.tensor(list(x), dtype=torch.long)
             keep[i, : len(x)] = True
         lab, keep = lab.to(self.device), keep.to(self.device)
         dec = torch.cat([torch.full_like(lab[:, :1], self.start_id), lab[:, :-1]], 1)

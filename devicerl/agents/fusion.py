@@ -61,7 +61,9 @@ def _read_safetensors(path: Path, keys: list[str] | None = None) -> dict[str, to
 
     try:
         with safe_open(str(path), framework="pt") as f:
-            names = [k for k in f if k.startswith(FUSION_PREFIXES)] if keys is None else keys
+            names = keys
+            if names is None:  # safe_open has .keys() but is not iterable
+                names = [k for k in f.keys() if k.startswith(FUSION_PREFIXES)]  # noqa: SIM118
             return {k: f.get_tensor(k) for k in names}
     except (OSError, SafetensorError) as e:
         raise DataError(f"{path}: cannot read weights ({e})") from None
