@@ -5,7 +5,8 @@ is a number, is punctuation, is capitalised, is inside quotes, relative position
 Per UI element: hashed ids of its text and value, its role, flags, normalised box and explicit
 instruction-overlap features ("the element's text occurs in the instruction", word overlap in
 both directions, where in the instruction it matches). These overlap features are the inductive
-bias that lets a small model learn tap/type tasks in seconds.
+bias that lets a small model learn tap/type tasks in seconds. Matching is on lower-cased word
+sequences, so "Submit" matches "press submit" but not "submitted".
 
 `featurize` also returns, per observation, the bookkeeping that maps model outputs back to
 actions: the character span of each kept instruction token and the tap point of each kept
@@ -92,12 +93,15 @@ def _norm_words(text: str) -> list[str]:
     return [t.lower() for t, _, _ in split_words(text)]
 
 
-def _contains_phrase(haystack: str, needle: str) -> int:
-    """Word-boundary position of ``needle`` in ``haystack`` (lower-case), or -1."""
+def _find_words(hay: list[str], needle: list[str]) -> int:
+    """Index of the first occurrence of the word sequence ``needle`` in ``hay``, or -1."""
     if not needle:
         return -1
-    m = re.search(r"(?<!\w)" + re.escape(needle) + r"(?!\w)", haystack)
-    return m.start() if m else -1
+    k = len(needle)
+    for i in range(len(hay) - k + 1):
+        if hay[i] == needle[0] and hay[i : i + k] == needle:
+            return i
+    return -1
 
 
 def _keep_elements(elements: list[UIElement], limit: int) -> list[UIElement]:
@@ -121,16 +125,15 @@ def tap_point(el: UIElement, screen_size: tuple[int, int]) -> tuple[float, float
     return (min(max(cx / w, 0.0), 1.0), min(max(cy / h, 0.0), 1.0))
 
 
-def _element_features(el: UIElement, obs: Observation, instr_low: str, instr_words: set[str]):
+def _element_features(el: UIElement, obs: Observation, instr_words: list[str]) -> list[float]:
     w, h = obs.screen_size
     left, top, right, bottom = el.bbox
     nl, nt, nr, nb = left / w, top / h, right / w, bottom / h
     cx, cy = (nl + nr) / 2, (nt + nb) / 2
-    text_low, value_low = el.text.strip().lower(), el.value.strip().lower()
-    text_words = set(_norm_words(el.text))
-    pos = _contains_phrase(instr_low, text_low)
-    vpos = _contains_phrase(instr_low, value_low)
-    overlap = len(text_words & instr_words)
+    text_words, value_words = _norm_words(el.text), _norm_words(el.value)
+    pos = _find_words(instr_words, text_words)
+    vpos = _find_words(instr_words, value_words)
+    overlap = len(set(text_words) & set(instr_words))
     offscreen = not (0.0 <= cx <= 1.0 and 0.0 <= cy <= 1.0)
     box = [min(max(v, -1.0), 2.0) for v in (nl, nt, nr, nb, cx, cy, nr - nl, nb - nt)]
     return [
@@ -139,14 +142,14 @@ def _element_features(el: UIElement, obs: Observation, instr_low: str, instr_wor
         float(el.clickable),
         float(el.focused),
         float(el.editable),
-        float(bool(text_low)),
-        float(bool(value_low)),
+        float(bool(text_words)),
+        float(bool(value_words)),
         float(offscreen),
         float(pos >= 0),
         float(vpos >= 0),
-        overlap / max(1, len(text_words)),
-        overlap / max(1, len(instr_words)),
-        (pos + 1) / (len(instr_low) + 1) if pos >= 0 else 0.0,
+        overlap / max(1, len(set(text_words))),
+        overlap / max(1, len(set(instr_words))),
+        (pos + 1) / (len(instr_words) + 1) if pos >= 0 else 0.0,
     ]
 
 
@@ -230,8 +233,7 @@ class Featurizer:
         cfg, tok = self.config, self.tokenizer
         tokens = split_words(obs.instruction)[: cfg.max_instr_tokens]
         elements = _keep_elements(obs.elements, cfg.max_elements)
-        instr_low = obs.instruction.lower()
-        instr_words = {t.lower() for t, _, _ in tokens}
+        instr_words = [t.lower() for t, _, _ in tokens]
         el_ids = []
         for el in elements:
             ids = tok.text_ids(el.text, cfg.max_elem_ids)
@@ -249,7 +251,7 @@ class Featurizer:
             "tok_feats": _instr_features(obs, tokens, elements),
             "el_ids": el_ids,
             "roles": [stable_hash(el.role.lower(), ROLE_BUCKETS) for el in elements],
-            "el_feats": [_element_features(el, obs, instr_low, instr_words) for el in elements],
+            "el_feats": [_element_features(el, obs, instr_words) for el in elements],
             "meta": meta,
         }
 
