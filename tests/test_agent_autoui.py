@@ -179,3 +179,17 @@ def test_tiny_model_learns_the_action_format(tiny) -> None:
     assert all(s.action.type is ActionType.PRESS_BACK for s in out), [s.text for s in out]
     assert all(s.text.startswith(format_autoui(Action.back(), precision=4)[:100]) for s in out)
     assert all("rescored" not in s.extras for s in out)
+
+
+def test_sentencepiece_checkpoint_keeps_log_probs_consistent(tmp_path) -> None:
+    """A T5 ``spiece.model`` tokenizer can spell a text several ways: samples whose tokens are
+    not the canonical spelling are rescored, so act and log_prob still agree."""
+    t5_dir, vision_dir = build_tiny_autoui(tmp_path, tokenizer="spm", autoui_layout=True)
+    assert (t5_dir / "spiece.model").exists()
+    agent = AutoUIAgent.from_pretrained(t5_dir, vision_dir, AutoUIConfig(max_new_tokens=24))
+    obs = _obs("type", 6)
+    samples = agent.act(obs)
+    lp = agent.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
+    assert torch.allclose(lp, torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+    text = format_autoui(Action.type_text("hello, world"), precision=4)
+    assert agent.decode(agent.target_ids(text)) == text
