@@ -13,7 +13,7 @@ from devicerl.clients import ChatConfig
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import make
 from devicerl.errors import ConfigError
-from devicerl.records import Observation
+from devicerl.records import Observation, Step
 
 
 def _agent(srv: ScriptedChatServer, **chat) -> APIAgent:
@@ -84,6 +84,9 @@ def test_failures_and_garbage_become_invalid_actions_never_exceptions() -> None:
     for s in out:
         res = env.step(s.action)
         assert res.info["invalid_action"] == s.action.reason and not res.terminated
+        step = Step(res.observation, s.action, res.reward, info=res.info, text=s.text)
+        kept = Action.from_json(step.action.to_json())
+        assert kept.is_invalid and kept.reason == s.action.reason
 
 
 def test_batch_runs_concurrently_within_the_cap() -> None:
@@ -100,12 +103,9 @@ def test_batch_runs_concurrently_within_the_cap() -> None:
 
     with ScriptedChatServer(slow) as srv:
         agent = _agent(srv, max_concurrency=3)
-        t0 = time.perf_counter()
         out = agent.act(_obs(6))
-        elapsed = time.perf_counter() - t0
     assert [s.action.type for s in out] == [ActionType.PRESS_ENTER] * 6
-    assert peak[0] == 3
-    assert elapsed < 6 * 0.2  # not one after another
+    assert peak[0] == 3  # three in flight at once, never more
 
 
 def test_greedy_sends_temperature_zero_and_agent_is_not_trainable() -> None:

@@ -15,6 +15,16 @@ from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine, two spinning OpenMP threads per process
+    slow these small models down by an order of magnitude."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return build_tiny_autoui(tmp_path_factory.mktemp("tiny"), autoui_layout=True)
@@ -45,6 +55,16 @@ def test_input_text_has_previous_actions_and_goal() -> None:
     text = input_text(obs, history=4, precision=4)
     assert text.startswith("Previous Actions: Action Plan: [PRESS_BACK]")
     assert text.endswith("Goal: Open settings")
+
+
+def test_long_history_is_cut_from_the_left_keeping_the_goal(tiny) -> None:
+    agent = _agent(tiny, max_input_tokens=64, history=50)
+    junk = Action.invalid("x" * 1000, "junk")
+    obs = Observation("Tap OK", (10, 10), extras={"previous_actions": [junk] * 20})
+    ids = agent.tokenizer([input_text(obs, 50, 4)], truncation=True, max_length=64).input_ids[0]
+    text = agent.tokenizer.decode(ids, skip_special_tokens=True)
+    assert len(ids) == 64 and text.endswith("Goal: Tap OK")
+    assert len(agent.act([obs])) == 1
 
 
 def test_kv_cache_sampling_matches_teacher_forcing(tiny) -> None:

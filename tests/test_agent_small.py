@@ -14,6 +14,16 @@ from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine, two spinning OpenMP threads per process
+    slow these small models down by an order of magnitude."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
 def _obs(kind: str, n: int, render: bool = False) -> list[Observation]:
     env = make(f"synthetic/{kind}", n_boxes=4, render=render)
     return [env.reset(seed=s) for s in range(n)]

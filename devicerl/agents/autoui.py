@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from devicerl.actions import Action, format_autoui, parse_autoui
-from devicerl.agents.base import ActionSample
+from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.fusion import (
     FUSION_FILE,
     ImageFusion,
@@ -51,6 +51,7 @@ from devicerl.records import Observation
 
 log = logging.getLogger(__name__)
 AGENT_FILE, LORA_DIR = "autoui_agent.json", "lora"
+MAX_PREVIOUS_CHARS = 300
 
 
 @dataclass
@@ -90,6 +91,7 @@ def input_text(obs: Observation, history: int, precision: int) -> str:
     """AutoUI's input: ``Previous Actions: ... Goal: <instruction>``."""
     prev = list(obs.extras.get("previous_actions") or [])[-history:] if history > 0 else []
     parts = [a if isinstance(a, str) else format_autoui(a, precision=precision) for a in prev]
+    parts = [p[:MAX_PREVIOUS_CHARS] for p in parts]  # junk from invalid actions stays short
     return f"Previous Actions: {' '.join(parts)} Goal: {obs.instruction}"
 
 
@@ -109,6 +111,7 @@ class AutoUIAgent(TorchPolicy):
         self.config = cfg = config or AutoUIConfig()
         self.temperature = cfg.temperature
         self.tokenizer = tokenizer
+        tokenizer.truncation_side = "left"  # a long history loses its oldest part, not the goal
         self.vision = vision
         self.vision_dir = str(vision_dir) if vision_dir is not None else None
         d_model = int(t5.config.d_model)
@@ -293,10 +296,7 @@ class AutoUIAgent(TorchPolicy):
         texts: Sequence[str | None] | None = None,
     ) -> torch.Tensor:
         """Teacher-forced log-probs (summed over tokens) of the actions' texts; differentiable."""
-        if len(observations) != len(actions):
-            raise ValueError(f"{len(observations)} observations but {len(actions)} actions")
-        if texts is not None and len(texts) != len(actions):
-            raise ValueError(f"{len(texts)} texts for {len(actions)} actions")
+        check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
         targets = [

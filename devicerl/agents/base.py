@@ -96,6 +96,18 @@ class FunctionPolicy(Policy):
         return [a if isinstance(a, ActionSample) else ActionSample(a) for a in out]
 
 
+def check_batch(
+    observations: Sequence[Observation],
+    actions: Sequence[Action],
+    texts: Sequence[str | None] | None = None,
+) -> None:
+    """`log_prob` arguments must line up one to one."""
+    if len(observations) != len(actions):
+        raise ValueError(f"{len(observations)} observations but {len(actions)} actions")
+    if texts is not None and len(texts) != len(actions):
+        raise ValueError(f"{len(texts)} texts for {len(actions)} actions")
+
+
 def not_trainable_message(policy: Policy) -> str:
     return (
         f"{type(policy).__name__} has no log-probabilities: it can be evaluated, not trained "

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
-from devicerl.agents.base import ActionSample
+from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta
 from devicerl.agents.small_net import GESTURES, HeadLogits, SmallAgentConfig, SmallPolicyNet
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
@@ -266,8 +266,7 @@ class SmallAgent(TorchPolicy):
         texts: Sequence[str | None] | None = None,
     ) -> torch.Tensor:
         """Differentiable log-probs of ``actions`` (``texts`` is ignored: nothing is generated)."""
-        if len(observations) != len(actions):
-            raise ValueError(f"{len(observations)} observations but {len(actions)} actions")
+        check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
         batch = self.featurize(observations)
