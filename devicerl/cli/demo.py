@@ -1,7 +1,9 @@
 """``devicerl demo``: the embedded default job (see README).
 
 Today it runs a real collection with a random agent on several synthetic devices (with
-simulated latency) and writes a report; later it becomes a short MiniWoB++ training run.
+simulated latency) into a run folder — trajectories in the store, metrics in ``metrics.jsonl``
+and TensorBoard, a summary — viewable with ``devicerl view``; later it becomes a short MiniWoB++
+training run.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,14 +23,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from devicerl.agents import RandomPolicy
     from devicerl.envs import make
+    from devicerl.runtime.metrics import LoggingConfig
+    from devicerl.runtime.progress import RateProgress
+    from devicerl.runtime.rollout import rollout
+    from devicerl.runtime.run_dir import RunDir
     from devicerl.tasks import TaskSampler, resolve
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir(args.out).create()
+    run_dir.save_config({k: v for k, v in vars(args).items() if k != "func"})
     sampler = TaskSampler(resolve("synthetic/tap,synthetic/type"), seed=args.seed)
     devices = [
         make("synthetic", step_latency="uniform:0.001,0.005", seed=args.seed + i)
@@ -37,49 +40,44 @@ def run(args: argparse.Namespace) -> int:
     ]
     policy = RandomPolicy(seed=args.seed)
     results: list[dict] = []
-    steps = 0
+    log_every = max(1, args.episodes // 20)
     t0 = time.perf_counter()
-    with Progress(
-        TextColumn("[bold]collect"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} episodes"),
-        TextColumn("{task.fields[rate]:.0f} steps/s  success {task.fields[success]:.1%}"),
-        TimeElapsedColumn(),
-    ) as bar:
-        job = bar.add_task("collect", total=args.episodes, rate=0.0, success=0.0)
+    with (
+        run_dir.writer(background=True) as writer,
+        run_dir.metrics_logger(LoggingConfig(tensorboard=False)) as metrics,
+        RateProgress("collect", total=args.episodes) as bar,
+    ):
         while len(results) < args.episodes:
-            dev = devices[len(results) % len(devices)]
+            env_id = len(results) % len(devices)
             inst = sampler.next()
             assert inst is not None
-            obs = dev.reset(inst.task, inst.seed)
-            while True:
-                result = dev.step(policy.act([obs])[0].action)
-                steps += 1
-                obs = result.observation
-                if result.done:
-                    break
-            results.append(
-                {"task": inst.task.name, "success": result.info["success"], "steps": obs.step}
-            )
-            wins = sum(r["success"] for r in results)
-            bar.update(
-                job,
-                advance=1,
-                rate=steps / (time.perf_counter() - t0),
-                success=wins / len(results),
-            )
+            traj = rollout(devices[env_id], policy, inst.task, inst.seed, env_id=env_id)
+            writer.append(traj)
+            results.append({"task": traj.task, "success": traj.success, "steps": traj.length})
+            bar.update(1, steps=traj.length, successes=int(traj.success))
+            if len(results) % log_every == 0 or len(results) == args.episodes:
+                recent = results[-log_every:]
+                metrics.log(
+                    {
+                        "rollout/success_rate": sum(r["success"] for r in recent) / len(recent),
+                        "rollout/episode_length": sum(r["steps"] for r in recent) / len(recent),
+                        "rollout/episodes": len(results),
+                        "pool/steps_per_s": bar.steps_per_s,
+                    },
+                    step=bar.steps,
+                )
     for d in devices:
         d.close()
     elapsed = time.perf_counter() - t0
     summary = {
         "episodes": len(results),
-        "env_steps": steps,
-        "success_rate": sum(r["success"] for r in results) / len(results),
-        "steps_per_s": steps / elapsed,
+        "env_steps": bar.steps,
+        "success_rate": bar.success_rate,
+        "steps_per_s": bar.steps / elapsed,
         "elapsed_s": elapsed,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir.path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
     print(json.dumps(summary))
-    print(f"report written to {out}/summary.json")
+    print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")
     return 0
