@@ -113,7 +113,7 @@ class AutoUIAgent(TorchPolicy):
         self.tokenizer = tokenizer
         tokenizer.truncation_side = "left"  # a long history loses its oldest part, not the goal
         self.vision = vision
-        self.vision_dir = str(vision_dir) if vision_dir is not None else None
+        self.vision_dir = str(Path(vision_dir).resolve()) if vision_dir is not None else None
         d_model = int(t5.config.d_model)
         if fusion is None:
             if not vision.dim:
@@ -126,7 +126,8 @@ class AutoUIAgent(TorchPolicy):
                 f"fusion expects image dim {fusion.img_dim} -> d_model {fusion.d_model}, but the "
                 f"vision encoder gives {vision.dim} and T5 has d_model {d_model}"
             )
-        self.base_model_dir: str | None = getattr(t5.config, "_name_or_path", None) or None
+        base = getattr(t5.config, "_name_or_path", None)
+        self.base_model_dir = str(Path(base).resolve()) if base and Path(base).is_dir() else None
         if cfg.lora is not None:
             t5 = _with_lora(t5, cfg.lora)
         self.module = nn.ModuleDict({"t5": t5, "fusion": fusion})
@@ -156,7 +157,10 @@ class AutoUIAgent(TorchPolicy):
             raise ConfigError(f"AutoUI model directory {model_dir} does not exist")
         saved = read_json(model_dir / AGENT_FILE) if (model_dir / AGENT_FILE).exists() else None
         if saved is not None and config is None:
-            config = AutoUIConfig(**saved["config"])
+            try:
+                config = AutoUIConfig(**saved["config"])
+            except (KeyError, TypeError) as e:
+                raise DataError(f"{model_dir / AGENT_FILE}: bad agent config ({e})") from None
         vision_dir = vision_dir or (saved or {}).get("vision_dir")
         if vision_dir is None:
             raise ConfigError(f"{model_dir}: no vision encoder directory given (vision_dir=...)")
@@ -175,7 +179,7 @@ class AutoUIAgent(TorchPolicy):
         agent = cls(t5, tokenizer, vision, fusion, cfg, device, vision_dir=vision_dir)
         if saved is not None and saved.get("lora_base"):
             agent._attach_saved_lora(model_dir / LORA_DIR, lora_cfg)
-        agent.base_model_dir = str(base_dir)
+        agent.base_model_dir = str(base_dir.resolve())
         agent.version = int((saved or {}).get("version", 0))
         return agent
 
