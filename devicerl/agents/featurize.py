@@ -30,6 +30,9 @@ from devicerl.records import Observation, UIElement
 
 INSTR_FEATURES = 7
 ELEM_FEATURES = 20
+#: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
+INSTR_OVERLAP = slice(0, 2)
+ELEM_OVERLAP = slice(15, 20)
 ROLE_BUCKETS = 256
 
 
@@ -44,6 +47,8 @@ class FeatureConfig:
     max_elem_ids: int = 48
     #: (width, height) of the downscaled screenshot fed to the model; None = no pixels.
     screenshot_size: tuple[int, int] | None = None
+    #: The explicit instruction/element overlap features (off only for ablations).
+    overlap_features: bool = True
 
     def __post_init__(self) -> None:
         if self.screenshot_size is not None:
@@ -217,6 +222,9 @@ class Featurizer:
                 elem_role[i, :m] = r["roles"]
                 elem_feats[i, :m] = r["el_feats"]
                 elem_mask[i, :m] = True
+        if not cfg.overlap_features:
+            instr_feats[:, :, INSTR_OVERLAP] = 0.0
+            elem_feats[:, :, ELEM_OVERLAP] = 0.0
         return FeatureBatch(
             torch.from_numpy(instr_ids),
             torch.from_numpy(instr_feats),
