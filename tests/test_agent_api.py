@@ -96,7 +96,7 @@ def test_batch_runs_concurrently_within_the_cap() -> None:
         with lock:
             active[0] += 1
             peak[0] = max(peak[0], active[0])
-        time.sleep(0.2)
+        time.sleep(0.5)  # long enough for all three workers to be in flight at once
         with lock:
             active[0] -= 1
         return Reply(format_autoui(Action.enter()))
