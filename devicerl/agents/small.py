@@ -196,9 +196,9 @@ class SmallAgent(TorchPolicy):
             probs = logp.exp().float().cpu()
             return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
 
-        start = pick(lp.span.logsumexp(-1))
-        rows = torch.arange(start.shape[0])
-        end_lp = lp.span[rows, start.to(lp.span.device)]
+        start = pick(lp.span.logsumexp(-1)).to(lp.span.device)
+        rows = torch.arange(start.shape[0], device=lp.span.device)
+        end_lp = lp.span[rows, start]
         return [pick(lp.type), pick(lp.gesture), pick(lp.element), start, pick(end_lp)]
 
     def _build(self, meta: ObsMeta, t: int, g: int, e: int, s: int, end: int):
