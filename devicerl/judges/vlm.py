@@ -110,13 +110,14 @@ class VLMJudge(Judge):
         if after is None or after.screenshot is None:  # judging an older screen would mislead
             return Verdict.unknown(f"no screenshot after step {index} (device not rendering?)")
         screens = [o.screenshot for o in screens_until(trajectory, index)]
-        images = [downscale(s, cfg.max_side) for s in screens if s is not None][-cfg.last_k :]
+        shown = [s for s in screens if s is not None][-cfg.last_k :]
+        images = [downscale(s, cfg.max_side) for s in shown]
         steps = trajectory.steps[max(0, index + 1 - cfg.max_actions) : index + 1]
         actions = [s.action.describe() for s in steps] if cfg.max_actions else []
         messages = build_prompt(
             trajectory.instruction, actions, images, self.examples, cfg.system_prompt
         )
-        key = prompt_key(messages, **self._request())
+        key = prompt_key(messages, **self._request(), image_format=cfg.image_format)
         hit = self._cache_get(key)
         if hit is not None:
             self._count(cache_hits=1)
