@@ -11,9 +11,10 @@ reset when they end, so the workload is the same on both sides). Systems:
 - ``official``: ``gym.make("miniwob/<task>-v1")`` (Selenium + ChromeDriver, one Chrome per env,
   PNG screenshots, DOM through its own script), stepped from threads.
 
-Memory per device is the PSS of the browser-side processes (Chromium trees, Playwright
-drivers / ChromeDriver) with all 8 devices alive, divided by 8; the Python process itself is
-not counted for either side.
+It first times the screenshot paths on one device (Playwright's ``page.screenshot`` vs raw
+CDP ``Page.captureScreenshot``, PNG vs JPEG, decode included). Memory per device is the PSS of
+the browser-side processes (Chromium trees, Playwright driver / ChromeDrivers) with all 8
+devices alive, divided by 8; the Python process itself is not counted for either side.
 
     python benchmarks/browser_throughput.py [--quick] [--seconds 8] [--json out.json]
 
@@ -136,6 +137,52 @@ class Worker(threading.Thread):
             self._loop(lambda seed: env.reset(seed=seed), step)
 
 
+def bench_capture(n: int) -> list[dict[str, Any]]:
+    """Milliseconds per screenshot (capture + decode to an array) by path, on one device."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from devicerl.envs import make
+
+    env = make("miniwob/click-test-2", max_steps=10**9)
+    env.reset(seed=0)
+    page, cdp, run = env._page, env._cdp, env._hub.run
+    clip = {"x": 0, "y": 0, "width": 160, "height": 210}
+
+    async def playwright(kind: str) -> bytes:
+        return await page.screenshot(
+            type=kind, clip=clip, **({"quality": 90} if kind == "jpeg" else {})
+        )
+
+    async def raw_cdp(kind: str) -> bytes:
+        params = {"format": kind, "clip": {**clip, "scale": 1}, "optimizeForSpeed": True}
+        if kind == "jpeg":
+            params["quality"] = 90
+        return base64.b64decode((await cdp.send("Page.captureScreenshot", params))["data"])
+
+    rows = []
+    try:
+        for name, fn, kind in [("playwright page.screenshot PNG", playwright, "png"),
+                               ("playwright page.screenshot JPEG", playwright, "jpeg"),
+                               ("CDP Page.captureScreenshot PNG", raw_cdp, "png"),
+                               ("CDP Page.captureScreenshot JPEG", raw_cdp, "jpeg")]:  # fmt: skip
+            total = 0.0
+            for i in range(n + 2):
+                env.step(Action.tap(0.9, 0.1 + 0.001 * i))  # new frame content each time
+                t0 = time.perf_counter()
+                with Image.open(io.BytesIO(run(fn(kind)))) as img:
+                    np.asarray(img.convert("RGB"))
+                total += (time.perf_counter() - t0) if i >= 2 else 0.0
+            rows.append({"path": name, "ms": 1000 * total / n})
+            print(f"capture  {name:34s} {rows[-1]['ms']:6.1f} ms (incl. decode)", flush=True)
+    finally:
+        env.close()
+    return rows
+
+
 def bench_system(system: str, modes: list[str], counts: list[int], seconds: float) -> list[dict]:
     """Step ``system``'s devices (``ours`` or ``official``) in each mode and device count."""
     t0 = time.perf_counter()
@@ -176,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--devices", default="1,2,4,8", help="device counts to try")
     p.add_argument("--seconds", type=float, default=8.0, help="stepping window per count")
-    p.add_argument("--systems", default="ours,ours-dom,official")
+    p.add_argument("--systems", default="capture,ours,ours-dom,official")
     p.add_argument("--quick", action="store_true", help="short windows (whole run < 1 min)")
     p.add_argument("--json", default=None, help="write the results here")
     args = p.parse_args(argv)
@@ -185,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 1.5 if args.quick else args.seconds
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     print(f"{os.cpu_count()} CPUs; tasks: {', '.join(TASKS[: max(counts)])}; {seconds:g} s/window")
+    capture = bench_capture(10 if args.quick else 40) if "capture" in systems else []
     rows = []
     ours_modes = [s for s in systems if s in ("ours", "ours-dom")]
     if ours_modes:
@@ -196,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in rows if r["system"] == system]
         return max(mine, key=lambda r: r["steps_per_s"]) if mine else None
 
-    summary: dict[str, Any] = {"rows": rows, "seconds": seconds, "tasks": TASKS}
+    summary: dict[str, Any] = {"rows": rows, "capture": capture, "seconds": seconds,
+                               "tasks": TASKS}  # fmt: skip
+    systems = [s for s in systems if s != "capture"]
     for s in systems:
         b = best(s)
         summary[f"best_{s}"] = b

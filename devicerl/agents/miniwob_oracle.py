@@ -11,6 +11,7 @@ ids, classes, boxes) and keep a small per-episode memory (what they already clic
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,7 +88,14 @@ class Enter:
     pass
 
 
-Move = Click | Type | Enter
+@dataclass(frozen=True)
+class Wait:
+    """Let an animation run: sleep ``seconds`` of wall-clock time, then a no-op step."""
+
+    seconds: float = 0.15
+
+
+Move = Click | Type | Enter | Wait
 Plan = Callable[[View], "Move | None"]
 PLANS: dict[str, Plan] = {}
 
@@ -101,8 +109,20 @@ def _plan(*names: str) -> Callable[[Plan], Plan]:
     return register
 
 
-def _click(node: Node | None) -> Move | None:
-    return Click(*node.center) if node is not None else None
+def _inside(x: float, y: float, box: tuple[float, float, float, float]) -> bool:
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
+
+
+def _point(view: View, node: Node) -> Click:
+    """A point of ``node`` that no other button covers (buttons may overlap)."""
+    left, top, right, bottom = node.box
+    others = [n.box for n in view.nodes if n is not node and n.tag == "button"]
+    for fy in (0.5, 0.25, 0.75, 0.1, 0.9):
+        for fx in (0.5, 0.25, 0.75, 0.1, 0.9):
+            x, y = left + fx * (right - left), top + fy * (bottom - top)
+            if not any(_inside(x, y, box) for box in others):
+                return Click(x, y)
+    return Click(*node.center)
 
 
 def _click_once(view: View, key: str, node: Node | None) -> Move | None:
@@ -110,7 +130,7 @@ def _click_once(view: View, key: str, node: Node | None) -> Move | None:
     if node is None or view.memory.get(key):
         return None
     view.memory[key] = True
-    return Click(*node.center)
+    return _point(view, node)
 
 
 def _fill(view: View, entries: list[tuple[str, str]], submit_id: str = "subbtn") -> Move | None:
@@ -275,13 +295,16 @@ def _click_widget(v: View) -> Move | None:
 
 @_plan("click-collapsible")
 def _click_collapsible(v: View) -> Move | None:
-    submit = v.find(html_id="subbtn")
-    if submit is not None and v.memory.get("header"):
-        return _click_once(v, "submit", submit)
-    header = next((n for n in v.nodes if n.tag == "h3" or n.text.startswith("Section #")), None)
-    if header is not None and not v.memory.get("header"):
+    if not v.memory.get("header"):
+        header = next((n for n in v.nodes if n.tag == "h3"), None)
         return _click_once(v, "header", header)
-    return None  # wait for the section to open
+    submit = v.find(html_id="subbtn")
+    box = submit.box if submit is not None else None
+    settled = box is not None and v.memory.get("last") == box
+    v.memory["last"] = box
+    if not settled:
+        return Wait()  # the section slides open: click once the button stops moving
+    return _click_once(v, "submit", submit)
 
 
 # -- our device -------------------------------------------------------------------------------
@@ -315,6 +338,8 @@ def to_action(move: Move | None, screen_size: tuple[int, int]) -> Action:
         return Action.type_text(move.text)
     if isinstance(move, Enter):
         return Action.enter()
+    if isinstance(move, Wait):
+        return Action.invalid("", "oracle waits")
     return Action.invalid("", "oracle has no move")
 
 
@@ -329,6 +354,10 @@ class MiniWoBOracle:
         self.memory: dict[str, Any] = {}
 
     def act(self, obs: Observation) -> Action:
+        """The next action (a `Wait` sleeps here, then returns a no-op)."""
         if obs.step == 0:
             self.memory = {}
-        return to_action(self.plan(view_of(obs, self.memory)), obs.screen_size)
+        move = self.plan(view_of(obs, self.memory))
+        if isinstance(move, Wait):
+            time.sleep(move.seconds)
+        return to_action(move, obs.screen_size)

@@ -177,6 +177,9 @@ _RESET_JS = """(async () => {
   core.startEpisodeReal();
   for (let i = 0; i < 200 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 10));
   if (!WOB_TASK_READY) throw new Error("the task did not become ready within 2 s");
+  // The "START" cover shown when an episode ends would start a new one when clicked; episodes
+  // start only here, so a click after the end is a no-op and the end is seen.
+  if (core.cover_div) core.cover_div.onclick = null;
   return core.getUtterance();
 })()"""
 

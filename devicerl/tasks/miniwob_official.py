@@ -21,7 +21,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from devicerl.agents.miniwob_oracle import PLANS, Click, Enter, Move, Node, Type, View, view_of
+from devicerl.agents.miniwob_oracle import (
+    PLANS,
+    Click,
+    Enter,
+    Move,
+    Node,
+    Type,
+    View,
+    Wait,
+    view_of,
+)
 from devicerl.agents.miniwob_oracle import to_action as ours_action
 from devicerl.envs.browser.launcher import find_chromium
 from devicerl.errors import ConfigError
@@ -110,7 +120,7 @@ def view_of_official(obs: dict[str, Any], memory: dict[str, Any]) -> View:
 
 
 def official_action(env: Any, move: Move | None) -> Any:
-    """A plan's move as an official action (None -> the NONE action)."""
+    """A plan's move as an official action (None or `Wait` -> the NONE action)."""
     from miniwob.action import ActionTypes
 
     unwrapped = env.unwrapped
@@ -156,6 +166,8 @@ def run_ours(env: Any, task: str, seeds: Sequence[int], max_steps: int) -> list[
             move = plan(view_of(obs, memory))
             if move is None:
                 break
+            if isinstance(move, Wait):
+                time.sleep(move.seconds)
             result = env.step(ours_action(move, obs.screen_size))
             steps += 1
             obs, info = result.observation, result.info
@@ -180,6 +192,8 @@ def run_official(task: str, seeds: Sequence[int], max_steps: int) -> list[Episod
                 move = plan(view_of_official(obs, memory))
                 if move is None:
                     break
+                if isinstance(move, Wait):
+                    time.sleep(move.seconds)
                 obs, _, terminated, truncated, info = env.step(official_action(env, move))
                 steps += 1
                 if terminated or truncated:

@@ -178,7 +178,7 @@ DOM_SCRIPT = r"""
       for (const c of el.children) visit(c, dx, dy, inner, win);
     }
     if (document.body) visit(document.body, 0, 0, [cx, cy, cx + cw, cy + ch], window);
-    return {els: out, status: status, url: location.href};
+    return {els: out, status: status, url: location.href, ready: document.readyState};
   }
 
   function resetIds() { ids = new WeakMap(); nextId = 0; }

@@ -147,6 +147,8 @@ class BrowserEnv(DeviceEnv):
         self._screen = (0, 0, 1, 1)
         self._observe_js = ""
         self._broken: str | None = None
+        self._navigating = False  # a main-frame navigation started and has not loaded yet
+        self._loaded: asyncio.Event | None = None
         launch = {
             "executable": executable,
             "extra_args": tuple(browser_args),
@@ -238,12 +240,12 @@ class BrowserEnv(DeviceEnv):
         self, suite: WebSuite, task: Task, seed: int, setup: PageSetup
     ) -> tuple[Any, str | None]:
         await self._prepare_context(setup)
+        assert self._guard is not None
+        self._guard.reset()  # counts are per episode, the page load included
         if self._loaded_url != setup.url or suite.reload_before_reset(task, self._episodes):
             await self._page.goto(setup.url, wait_until="load", timeout=self._ms(reset=True))
             self._loaded_url = setup.url
         self._episodes += 1
-        if self._guard is not None:
-            self._guard.reset()
         opts = {"clip": list(self._screen), "skip": list(setup.skip_ids), "max": self.max_elements}
         self._observe_js = observe_expression(json.dumps(opts), suite.status_script(task))
         expr = (
@@ -265,8 +267,29 @@ class BrowserEnv(DeviceEnv):
 
     async def _observe_async(self) -> tuple[Any, str | None]:
         value = await self._evaluate(self._observe_js)
+        if self._navigating or value.get("ready") != "complete":
+            await self._wait_for_load()  # an action started a navigation: observe the new page
+            value = await self._evaluate(self._observe_js)
         shot = await self._capture() if self.screenshot else None
         return value, shot
+
+    async def _wait_for_load(self) -> None:
+        assert self._loaded is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            if self._navigating:
+                await asyncio.wait_for(self._loaded.wait(), self.step_timeout_s / 2)
+            await self._page.wait_for_load_state("load", timeout=self._ms() / 2)
+
+    def _on_request(self, request: Any) -> None:
+        if request.is_navigation_request() and request.frame == self._page.main_frame:
+            self._navigating = True
+            assert self._loaded is not None
+            self._loaded.clear()
+
+    def _on_load(self, _: Any) -> None:
+        self._navigating = False
+        assert self._loaded is not None
+        self._loaded.set()
 
     async def _act_async(self, action: Action) -> str | None:
         """Perform the action; returns why it was a no-op, if it was one."""
@@ -299,10 +322,12 @@ class BrowserEnv(DeviceEnv):
         assert self.task is not None and self._setup is not None
         if not self._suites[self.task.suite].allow_navigation:
             return f"{kind.value} does nothing on {self.task.suite} tasks"
+        # "commit": a page restored from the back-forward cache fires no load event; the
+        # observation that follows waits for the document to be ready.
         if kind is ActionType.PRESS_BACK:
-            await self._page.go_back(wait_until="load", timeout=self._ms())
+            await self._page.go_back(wait_until="commit", timeout=self._ms())
         else:
-            await self._page.goto(self._setup.url, wait_until="load", timeout=self._ms())
+            await self._page.goto(self._setup.url, wait_until="commit", timeout=self._ms())
         return None
 
     async def _prepare_context(self, setup: PageSetup) -> None:
@@ -317,6 +342,9 @@ class BrowserEnv(DeviceEnv):
             )
             await self._context.add_init_script(DOM_SCRIPT)
             self._page = await self._context.new_page()
+            self._loaded = asyncio.Event()
+            self._page.on("request", self._on_request)
+            self._page.on("load", self._on_load)
             self._cdp = await self._context.new_cdp_session(self._page)
             self._touch = touch
             self._viewport_now = (vw, vh)

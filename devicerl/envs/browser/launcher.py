@@ -55,6 +55,21 @@ QUIET_FLAGS = (
     "--password-store=basic",
     "--use-mock-keychain",
     "--metrics-recording-only",
+    # Pages must run their timers at full speed although no window is visible (MiniWoB's
+    # time limit and animations are timers), as Playwright's own launch arranges.
+    "--disable-background-timer-throttling",
+    "--disable-backgrounding-occluded-windows",
+    "--disable-renderer-backgrounding",
+    "--disable-ipc-flooding-protection",
+    "--disable-hang-monitor",
+    "--disable-popup-blocking",
+    "--disable-prompt-on-repost",
+    "--disable-client-side-phishing-detection",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-back-forward-cache",
+    "--disable-search-engine-choice-screen",
+    "--no-service-autorun",
+    "--force-color-profile=srgb",
     "--disable-features=Translate,OptimizationHints,MediaRouter,InterestFeedContentSuggestions",
 )
 
@@ -64,6 +79,9 @@ FAST_FRAME_FLAGS = ("--disable-frame-rate-limit", "--disable-gpu-vsync")
 
 #: Prefix of our profile folders: ``devicerl-chromium-<pid>-<random>``.
 PROFILE_PREFIX = "devicerl-chromium-"
+#: Chromium puts Unix sockets in its temp folder (paths are limited to 108 bytes): a longer
+#: temp folder path goes to the system temp folder instead.
+_MAX_TMPDIR_LEN = 60
 
 _LIVE: weakref.WeakSet[ChromiumProcess] = weakref.WeakSet()
 _LIVE_LOCK = threading.Lock()
@@ -192,7 +210,11 @@ class ChromiumProcess:
         self.profile = Path(
             tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-", dir=self.temp_dir)
         )
-        (self.profile / "tmp").mkdir()
+        self.tmp = self.profile / "tmp"
+        if len(str(self.tmp)) > _MAX_TMPDIR_LEN:  # socket paths in it would be too long
+            self.tmp = Path(tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-"))
+        else:
+            self.tmp.mkdir()
         args = [
             self.executable,
             *QUIET_FLAGS,
@@ -202,12 +224,13 @@ class ChromiumProcess:
             f"--user-data-dir={self.profile / 'data'}",
             "about:blank",
         ]
-        env = {**os.environ, "TMPDIR": str(self.profile / "tmp")}
+        env = {**os.environ, "TMPDIR": str(self.tmp)}
         self._lock = threading.Lock()
         try:
             self.proc = _spawn(args, env)
         except OSError as e:
             shutil.rmtree(self.profile, ignore_errors=True)
+            shutil.rmtree(self.tmp, ignore_errors=True)
             raise DeviceCrashed(f"cannot start {self.executable}: {e}") from None
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -245,6 +268,7 @@ class ChromiumProcess:
                 self.proc.wait(timeout=10)
             self._wait_group_gone()
             shutil.rmtree(self.profile, ignore_errors=True)
+            shutil.rmtree(self.tmp, ignore_errors=True)
         with _LIVE_LOCK:
             _LIVE.discard(self)
 
