@@ -137,7 +137,7 @@ class Worker(threading.Thread):
             self._loop(lambda seed: env.reset(seed=seed), step)
 
 
-def bench_capture(n: int) -> list[dict[str, Any]]:
+def bench_capture(n: int, task: str) -> list[dict[str, Any]]:
     """Milliseconds per screenshot (capture + decode to an array) by path, on one device."""
     import base64
     import io
@@ -147,10 +147,11 @@ def bench_capture(n: int) -> list[dict[str, Any]]:
 
     from devicerl.envs import make
 
-    env = make("miniwob/click-test-2", max_steps=10**9)
+    env = make(f"miniwob/{task}", max_steps=10**9)
     env.reset(seed=0)
-    page, cdp, run = env._page, env._cdp, env._hub.run
-    clip = {"x": 0, "y": 0, "width": 160, "height": 210}
+    page, cdp, run = env._page, env._cdp, env._hub.run  # measuring the device's internals
+    w, h = env.screen_size
+    clip = {"x": 0, "y": 0, "width": w, "height": h}
 
     async def playwright(kind: str) -> bytes:
         return await page.screenshot(
@@ -176,8 +177,9 @@ def bench_capture(n: int) -> list[dict[str, Any]]:
                 with Image.open(io.BytesIO(run(fn(kind)))) as img:
                     np.asarray(img.convert("RGB"))
                 total += (time.perf_counter() - t0) if i >= 2 else 0.0
-            rows.append({"path": name, "ms": 1000 * total / n})
-            print(f"capture  {name:34s} {rows[-1]['ms']:6.1f} ms (incl. decode)", flush=True)
+            rows.append({"path": name, "size": f"{w}x{h}", "ms": 1000 * total / n})
+            print(f"capture  {w}x{h} {name:34s} {rows[-1]['ms']:6.1f} ms (incl. decode)",
+                  flush=True)  # fmt: skip
     finally:
         env.close()
     return rows
@@ -232,7 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     seconds = 1.5 if args.quick else args.seconds
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     print(f"{os.cpu_count()} CPUs; tasks: {', '.join(TASKS[: max(counts)])}; {seconds:g} s/window")
-    capture = bench_capture(10 if args.quick else 40) if "capture" in systems else []
+    capture = []
+    if "capture" in systems:
+        for task in ("click-test-2", "flight.AA"):  # 160x210 and 375x667 screens
+            capture += bench_capture(10 if args.quick else 40, task)
     rows = []
     ours_modes = [s for s in systems if s in ("ours", "ours-dom")]
     if ours_modes:

@@ -198,3 +198,19 @@ def test_every_task_resets_and_steps():
     finally:
         dev.close()
     assert failures == []
+
+
+def test_gymnasium_view_of_a_miniwob_device():
+    from gymnasium.utils.env_checker import check_env
+
+    from devicerl.envs.gym_adapter import GymDeviceEnv
+
+    device = make("miniwob/click-test", screenshot=True)
+    try:
+        assert device.screen_size == (160, 210)  # known before the first reset
+        gym_env = GymDeviceEnv(device, resolve("miniwob/click-test"))
+        check_env(gym_env, skip_render_check=True)
+        obs, _ = gym_env.reset(seed=3)
+        assert obs["screenshot"].shape == (210, 160, 3) and obs["instruction"]
+    finally:
+        device.close()

@@ -45,6 +45,9 @@ from devicerl.tasks.base import Task
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Resolves after the next rendered frame (style and layout done).
+_NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(true), 0)))"
+
 #: Named viewports: (width, height, mobile+touch).
 VIEWPORTS: dict[str, tuple[int, int, bool]] = {
     "desktop": (1280, 800, False),
@@ -148,6 +151,7 @@ class BrowserEnv(DeviceEnv):
         self._observe_js = ""
         self._broken: str | None = None
         self._navigating = False  # a main-frame navigation started and has not loaded yet
+        self._inflight = 0  # requests of the page not finished yet
         self._loaded: asyncio.Event | None = None
         launch = {
             "executable": executable,
@@ -181,6 +185,15 @@ class BrowserEnv(DeviceEnv):
 
     @property
     def screen_size(self) -> tuple[int, int]:
+        """(width, height) of observations; before the first reset, the default task's."""
+        if self._setup is None and self.default_task is not None:
+            task = self.resolve_task(self.default_task)
+            setup = self._suite_for(task).page(task)
+            if setup.screen is not None:
+                return (setup.screen[2], setup.screen[3])
+            return (self.viewport or setup.viewport or VIEWPORTS["desktop"])[:2]
+        if self._setup is None:
+            return (self.viewport or VIEWPORTS["desktop"])[:2]
         return (self._screen[2], self._screen[3])
 
     def resolve_task(self, task: Task | str | None) -> Task:
@@ -244,6 +257,8 @@ class BrowserEnv(DeviceEnv):
         self._guard.reset()  # counts are per episode, the page load included
         if self._loaded_url != setup.url or suite.reload_before_reset(task, self._episodes):
             await self._page.goto(setup.url, wait_until="load", timeout=self._ms(reset=True))
+            # Web fonts load after "load": wait, so the first episode lays out like the rest.
+            await self._evaluate("document.fonts.ready.then(() => true)", await_promise=True)
             self._loaded_url = setup.url
         self._episodes += 1
         opts = {"clip": list(self._screen), "skip": list(setup.skip_ids), "max": self.max_elements}
@@ -254,7 +269,18 @@ class BrowserEnv(DeviceEnv):
         )
         reset_value = await self._evaluate(expr, await_promise=True)
         self._instruction, self._extras = suite.on_reset(task, reset_value)
+        await self._settle_resources()
         return await self._observe_async()
+
+    async def _settle_resources(self, cap_s: float = 2.0) -> None:
+        """Let the new episode's resources (images named by CSS, fonts) arrive before the first
+        observation, so it does not depend on how warm the cache is."""
+        await self._evaluate(_NEXT_FRAME, await_promise=True)  # style+layout issue the requests
+        deadline = time.monotonic() + cap_s
+        if self._inflight > 0:
+            while self._inflight > 0 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            await self._evaluate(_NEXT_FRAME, await_promise=True)
 
     async def _step_async(self, action: Action) -> tuple[Any, str | None, str | None]:
         noop = None
@@ -280,8 +306,16 @@ class BrowserEnv(DeviceEnv):
                 await asyncio.wait_for(self._loaded.wait(), self.step_timeout_s / 2)
             await self._page.wait_for_load_state("load", timeout=self._ms() / 2)
 
+    def _on_request_done(self, _: Any) -> None:
+        self._inflight = max(0, self._inflight - 1)
+
     def _on_request(self, request: Any) -> None:
-        if request.is_navigation_request() and request.frame == self._page.main_frame:
+        self._inflight += 1
+        try:
+            main = request.is_navigation_request() and request.frame == self._page.main_frame
+        except Exception:  # requests of workers have no frame
+            main = False
+        if main:
             self._navigating = True
             assert self._loaded is not None
             self._loaded.clear()
@@ -344,6 +378,8 @@ class BrowserEnv(DeviceEnv):
             self._page = await self._context.new_page()
             self._loaded = asyncio.Event()
             self._page.on("request", self._on_request)
+            self._page.on("requestfinished", self._on_request_done)
+            self._page.on("requestfailed", self._on_request_done)
             self._page.on("load", self._on_load)
             self._cdp = await self._context.new_cdp_session(self._page)
             self._touch = touch

@@ -75,10 +75,17 @@ class BrowserHub:
             if self.refs > 0 or BrowserHub._instance is not self:
                 return
             BrowserHub._instance = None
+        if threading.current_thread() is self._thread:  # e.g. a garbage-collected device
+            self.loop.call_soon(lambda: self.loop.create_task(self._stop_and_exit()))
+            return
         with contextlib.suppress(Exception):
             self.run(self._stop(), timeout_s=15)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
+
+    async def _stop_and_exit(self) -> None:
+        await self._stop()
+        self.loop.stop()
 
     async def _stop(self) -> None:
         for entry in list(self._shared.values()):
@@ -101,6 +108,9 @@ class BrowserHub:
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run ``coro`` on the hub's loop and wait for it; cancels it on timeout
         (raises `concurrent.futures.TimeoutError`)."""
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise RuntimeError("BrowserHub.run called from the hub's own loop thread")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout_s)
