@@ -283,3 +283,39 @@ def test_bad_options_fail_in_one_line():
         make("browser", image_format="gif")
     with pytest.raises(ConfigError, match="browser executable"):
         BrowserEnv(executable="/no/such/chromium")
+
+
+_CHILD = """
+import sys, time
+from devicerl.envs.browser import BrowserEnv
+dev = BrowserEnv(share_browser=False, temp_dir=sys.argv[1], screenshot=False)
+print(dev.browser_pid, flush=True)
+if sys.argv[2] == "hang":
+    time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_browser_dies_with_its_process(tmp_path, how):
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(tmp_path), "hang" if how == "sigkill" else "exit"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = int(child.stdout.readline())
+    if how == "sigkill":  # no chance to clean up: the parent-death signal kills Chromium
+        child.kill()
+    child.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _alive([pid]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _alive([pid]) == []
+    if how == "exit":  # atexit removed everything
+        assert list(tmp_path.iterdir()) == []
+    else:  # the next launch sweeps the folders of dead processes
+        from devicerl.envs.browser.launcher import sweep_stale_profiles
+
+        assert sweep_stale_profiles(tmp_path) >= 1 and list(tmp_path.iterdir()) == []

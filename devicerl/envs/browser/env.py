@@ -37,7 +37,13 @@ from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.dom import DOM_SCRIPT, observe_expression, parse_elements
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
-from devicerl.envs.browser.websuite import PageSetup, WebSuite, make_web_suite
+from devicerl.envs.browser.websuite import (
+    VIEWPORTS,
+    PageSetup,
+    WebSuite,
+    make_web_suite,
+    parse_viewport,
+)
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout
 from devicerl.records import Observation, StepResult
 from devicerl.tasks.base import Task
@@ -47,30 +53,6 @@ T = TypeVar("T")
 
 #: Resolves after the next rendered frame (style and layout done).
 _NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(true), 0)))"
-
-#: Named viewports: (width, height, mobile+touch).
-VIEWPORTS: dict[str, tuple[int, int, bool]] = {
-    "desktop": (1280, 800, False),
-    "phone": (540, 1170, True),
-}
-
-
-def _parse_viewport(viewport: str | tuple[int, int] | list[int]) -> tuple[int, int, bool] | None:
-    if viewport == "auto":
-        return None
-    if isinstance(viewport, str):
-        if viewport not in VIEWPORTS:
-            raise ConfigError(
-                f"unknown viewport {viewport!r}; use auto, {', '.join(VIEWPORTS)} or (w, h)"
-            )
-        return VIEWPORTS[viewport]
-    try:
-        w, h = (int(v) for v in viewport)
-    except (TypeError, ValueError):
-        raise ConfigError(f"viewport must be a name or (width, height), got {viewport!r}") from None
-    if w < 16 or h < 16:
-        raise ConfigError(f"viewport {viewport!r} is too small")
-    return (w, h, False)
 
 
 class BrowserEnv(DeviceEnv):
@@ -123,7 +105,7 @@ class BrowserEnv(DeviceEnv):
             raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
         if min(step_timeout_s, reset_timeout_s) <= 0:
             raise ConfigError("step_timeout_s and reset_timeout_s must be > 0")
-        self.viewport = _parse_viewport(viewport)
+        self.viewport = parse_viewport(viewport)
         self.screenshot = bool(screenshot)
         self.image_format = image_format
         self.jpeg_quality = int(jpeg_quality)

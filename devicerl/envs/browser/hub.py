@@ -15,6 +15,7 @@ is killed and the driver stopped.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import contextlib
 import logging
@@ -82,6 +83,18 @@ class BrowserHub:
             self.run(self._stop(), timeout_s=15)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=5)
+
+    def shutdown(self) -> None:
+        """Stop now, whatever the references (interpreter exit): devices closed later find
+        the hub gone and only clean up their own files."""
+        with BrowserHub._lock:
+            if BrowserHub._instance is self:
+                BrowserHub._instance = None
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            with contextlib.suppress(Exception):
+                self.run(self._stop(), timeout_s=5)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
 
     async def _stop_and_exit(self) -> None:
         await self._stop()
@@ -178,3 +191,10 @@ class BrowserHub:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(browser.close(), 5)
         await asyncio.to_thread(process.kill)
+
+
+@atexit.register
+def _shutdown_at_exit() -> None:
+    hub = BrowserHub._instance
+    if hub is not None and hub.pid == os.getpid():
+        hub.shutdown()

@@ -18,8 +18,33 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from devicerl.envs.base import TaskStatus
-from devicerl.errors import TaskError
+from devicerl.errors import ConfigError, TaskError
 from devicerl.tasks.base import Task
+
+#: Named viewports: (width, height, mobile+touch).
+VIEWPORTS: dict[str, tuple[int, int, bool]] = {
+    "desktop": (1280, 800, False),
+    "phone": (540, 1170, True),
+}
+
+
+def parse_viewport(viewport: str | tuple[int, int] | list[int]) -> tuple[int, int, bool] | None:
+    """A viewport option as (width, height, mobile+touch); None for ``"auto"``."""
+    if viewport == "auto":
+        return None
+    if isinstance(viewport, str):
+        if viewport not in VIEWPORTS:
+            raise ConfigError(
+                f"unknown viewport {viewport!r}; use auto, {', '.join(VIEWPORTS)} or (w, h)"
+            )
+        return VIEWPORTS[viewport]
+    try:
+        w, h = (int(v) for v in viewport)
+    except (TypeError, ValueError):
+        raise ConfigError(f"viewport must be a name or (width, height), got {viewport!r}") from None
+    if w < 16 or h < 16:
+        raise ConfigError(f"viewport {viewport!r} is too small")
+    return (w, h, False)
 
 
 @dataclass(frozen=True)
