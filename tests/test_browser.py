@@ -319,3 +319,26 @@ def test_browser_dies_with_its_process(tmp_path, how):
         from devicerl.envs.browser.launcher import sweep_stale_profiles
 
         assert sweep_stale_profiles(tmp_path) >= 1 and list(tmp_path.iterdir()) == []
+
+
+def _child_device(url: str, out) -> None:
+    dev = BrowserEnv(screenshot=False)
+    obs = dev.reset(Task("web/form", params={"url": url}), seed=0)
+    out.put((dev.browser_pid, _el(obs, "go").text))
+    dev.close()
+
+
+def test_forked_worker_gets_its_own_browser(env, site):
+    import multiprocessing as mp
+
+    base, _, _ = site
+    env.reset(_task(base, "/form.html"), seed=0)
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_child_device, args=(base + "/form.html", out))
+    child.start()
+    child_pid, text = out.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and text == "Go" and child_pid != env.browser_pid
+    obs = env.reset(_task(base, "/form.html"), seed=0)  # the parent's device is untouched
+    assert _el(obs, "go").text == "Go" and _alive([env.browser_pid])

@@ -204,6 +204,7 @@ class ChromiumProcess:
         temp_dir: str | None = None,
         start_timeout_s: float = 30.0,
     ) -> None:
+        self.owner_pid = os.getpid()
         self.executable = find_chromium(executable)
         self.temp_dir = temp_dir or os.environ.get("DEVICERL_TMPDIR") or tempfile.gettempdir()
         sweep_stale_profiles(self.temp_dir)
@@ -261,6 +262,8 @@ class ChromiumProcess:
 
     def kill(self) -> None:
         """Kill Chromium and all its children, then remove the profile and temp folders."""
+        if os.getpid() != self.owner_pid:  # a forked child's copy: the parent's to clean up
+            return
         with self._lock:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -305,6 +308,17 @@ class ChromiumProcess:
         with contextlib.suppress(Exception):
             if self.alive() or self.profile.exists():
                 self.kill()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child owns none of its parent's Chromiums and has no spawner thread."""
+    global _SPAWNER, _SPAWNER_LOCK, _LIVE_LOCK
+    _SPAWNER, _SPAWNER_LOCK, _LIVE_LOCK = None, threading.Lock(), threading.Lock()
+    _LIVE.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
