@@ -137,7 +137,7 @@ class Worker(threading.Thread):
             self._loop(lambda seed: env.reset(seed=seed), step)
 
 
-def bench_capture(n: int, task: str) -> list[dict[str, Any]]:
+def bench_capture(n: int, task: str, fast_frames: bool = True) -> list[dict[str, Any]]:
     """Milliseconds per screenshot (capture + decode to an array) by path, on one device."""
     import base64
     import io
@@ -147,7 +147,7 @@ def bench_capture(n: int, task: str) -> list[dict[str, Any]]:
 
     from devicerl.envs import make
 
-    env = make(f"miniwob/{task}", max_steps=10**9)
+    env = make(f"miniwob/{task}", max_steps=10**9, fast_frames=fast_frames, share_browser=False)
     env.reset(seed=0)
     page, cdp, run = env._page, env._cdp, env._hub.run  # measuring the device's internals
     w, h = env.screen_size
@@ -164,12 +164,15 @@ def bench_capture(n: int, task: str) -> list[dict[str, Any]]:
             params["quality"] = 90
         return base64.b64decode((await cdp.send("Page.captureScreenshot", params))["data"])
 
+    paths = [("playwright page.screenshot PNG", playwright, "png"),
+             ("playwright page.screenshot JPEG", playwright, "jpeg"),
+             ("CDP Page.captureScreenshot PNG", raw_cdp, "png"),
+             ("CDP Page.captureScreenshot JPEG", raw_cdp, "jpeg")]  # fmt: skip
+    if not fast_frames:
+        paths = [(f"{paths[-1][0]}, no fast-frame flags", raw_cdp, "jpeg")]
     rows = []
     try:
-        for name, fn, kind in [("playwright page.screenshot PNG", playwright, "png"),
-                               ("playwright page.screenshot JPEG", playwright, "jpeg"),
-                               ("CDP Page.captureScreenshot PNG", raw_cdp, "png"),
-                               ("CDP Page.captureScreenshot JPEG", raw_cdp, "jpeg")]:  # fmt: skip
+        for name, fn, kind in paths:
             total = 0.0
             for i in range(n + 2):
                 env.step(Action.tap(0.9, 0.1 + 0.001 * i))  # new frame content each time
@@ -236,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} CPUs; tasks: {', '.join(TASKS[: max(counts)])}; {seconds:g} s/window")
     capture = []
     if "capture" in systems:
+        n = 10 if args.quick else 40
         for task in ("click-test-2", "flight.AA"):  # 160x210 and 375x667 screens
-            capture += bench_capture(10 if args.quick else 40, task)
+            capture += bench_capture(n, task)
+        capture += bench_capture(n, "click-test-2", fast_frames=False)
     rows = []
     ours_modes = [s for s in systems if s in ("ours", "ours-dom")]
     if ours_modes:

@@ -322,6 +322,7 @@ class BrowserEnv(DeviceEnv):
             await page.mouse.move(tx, ty)
             if mode == "scroll":  # the content follows the finger: scroll the other way
                 await page.mouse.wheel(tx - lx, ty - ly)
+                await self._evaluate(_NEXT_FRAME, await_promise=True)  # let the scroll land
             else:
                 await page.mouse.down()
                 await page.mouse.move(lx, ly, steps=8)

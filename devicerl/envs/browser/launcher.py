@@ -7,8 +7,7 @@ parent-death signal kills Chromium if our process dies hard, and `sweep_stale_pr
 folders left by processes that died before they could clean up. Chromium's own temp files
 (``org.chromium.Chromium.*``) go into the profile folder because we point ``TMPDIR`` there.
 
-Playwright then connects over CDP (``connect_over_cdp``), which also lets several threads, each
-with its own Playwright instance, share one Chromium process.
+Playwright then connects over CDP (``connect_over_cdp``, see `devicerl.envs.browser.hub`).
 """
 
 from __future__ import annotations
@@ -52,6 +51,7 @@ QUIET_FLAGS = (
     "--disable-dev-shm-usage",
     "--mute-audio",
     "--hide-scrollbars",
+    "--disable-smooth-scrolling",  # a scroll lands at once, not over several frames
     "--password-store=basic",
     "--use-mock-keychain",
     "--metrics-recording-only",
@@ -74,7 +74,7 @@ QUIET_FLAGS = (
 )
 
 #: Flags that make screenshots return as soon as a frame is ready instead of waiting for the
-#: next 30 Hz tick (measured: CDP JPEG capture 33 ms -> 6 ms; see README "Browser devices").
+#: next 30 Hz tick (``benchmarks/browser_throughput.py --systems capture`` measures both).
 FAST_FRAME_FLAGS = ("--disable-frame-rate-limit", "--disable-gpu-vsync")
 
 #: Prefix of our profile folders: ``devicerl-chromium-<pid>-<random>``.
