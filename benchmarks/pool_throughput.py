@@ -30,6 +30,7 @@ import math
 import platform
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.envs import EnvSpec
 from devicerl.envs.gym_adapter import GymDeviceEnv
 from devicerl.envs.synthetic import Latency, SyntheticEnv
-from devicerl.pool import EnvPool, Ready
+from devicerl.pool import EnvPool, Ready, SupervisorConfig
 from devicerl.records import Observation
 from devicerl.tasks import Task, TaskSampler
 
@@ -105,37 +106,52 @@ class _Busy:
 
 
 # -- (a) the pool ----------------------------------------------------------------------------
-def bench_pool(profile: str, n: int, duration: float, warmup: float, screen=None) -> dict:
-    specs = [EnvSpec("synthetic", device_kwargs(profile, i, screen)) for i in range(n)]
-    busy = _Busy(n)
-    with EnvPool(specs, tasks=TaskSampler(TASKS, seed=0)) as pool:
-        t_start = time.perf_counter()
-        steps0 = None
-        t0 = t_start + warmup
-        end = t0 + duration
-        while True:
-            now = time.perf_counter()
+def run_pool(
+    specs: list[EnvSpec],
+    duration: float,
+    warmup: float,
+    supervision: SupervisorConfig | None = None,
+    on_round: Callable[[EnvPool], None] | None = None,
+) -> dict:
+    """Drive a subprocess pool with a constant action; measure after ``warmup`` seconds.
+
+    ``useful_steps_per_s`` counts only steps of complete (not truncated) episodes that ended
+    in the measured window."""
+    busy = _Busy(len(specs))
+    useful = 0
+    with EnvPool(specs, tasks=TaskSampler(TASKS, seed=0), supervision=supervision) as pool:
+        t0 = time.perf_counter() + warmup
+        end, steps0, wall0 = t0 + duration, None, time.time() + warmup
+        while (now := time.perf_counter()) < end:
             if steps0 is None and now >= t0:
-                steps0, t0 = pool.counters["steps"], now
-            if now >= end:
-                break
-            ready = pool.recv(min_ready=1, timeout=end - now)
+                steps0, t0, wall0 = pool.counters["steps"], now, time.time()
             ids = []
-            for r in ready:
+            for r in pool.recv(min_ready=1, timeout=end - now):
                 busy.add(r)
                 if r.observation is not None:
                     ids.append(r.env_id)
+                t = r.trajectory
+                if steps0 is not None and t is not None and not t.is_truncated:
+                    useful += len(t.steps) if t.ended_at and t.ended_at >= wall0 else 0
             pool.send([ACTION] * len(ids), ids)
+            if on_round is not None:
+                on_round(pool)
         elapsed = time.perf_counter() - t0
         steps = pool.counters["steps"] - (steps0 or 0)
-        restarts = pool.supervisor.restarts
+        counters = {**pool.stats(), "restarts": pool.supervisor.restarts}
     return {
         "steps_per_s": steps / elapsed,
+        "useful_steps_per_s": useful / elapsed,
         "steps": steps,
         "seconds": elapsed,
         "empirical_ideal": busy.ideal(),
-        "restarts": restarts,
+        "pool": {k: v for k, v in counters.items() if k != "states"},
     }
+
+
+def bench_pool(profile: str, n: int, duration: float, warmup: float, screen=None) -> dict:
+    specs = [EnvSpec("synthetic", device_kwargs(profile, i, screen)) for i in range(n)]
+    return run_pool(specs, duration, warmup)
 
 
 # -- (b) DigiRL-style lockstep batches --------------------------------------------------------

@@ -1,6 +1,7 @@
 """Asynchronous, supervised device pool: serial, subprocess and Ray workers."""
 
-from devicerl.pool.pool import EnvPool, Ready
+from devicerl.pool.episodes import Ready
+from devicerl.pool.pool import EnvPool
 from devicerl.pool.supervisor import SupervisorConfig, kill_process_tree
 from devicerl.pool.worker import Worker, WorkerBackend, make_backend
 

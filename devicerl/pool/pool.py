@@ -19,7 +19,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -27,35 +27,22 @@ from devicerl.actions import Action
 from devicerl.agents.base import ActionSample
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError, DeviceError
+from devicerl.pool.episodes import (
+    PendingAction,
+    Ready,
+    after_step,
+    finish,
+    new_trajectory,
+    step_record,
+)
 from devicerl.pool.supervisor import Supervisor, SupervisorConfig
 from devicerl.pool.worker import Command, DeviceRecipe, Reply, Worker, make_backend
-from devicerl.records import EndReason, Observation, Step, Trajectory
+from devicerl.records import EndReason, Observation, Trajectory
 from devicerl.tasks.base import Task, TaskInstance, TaskSampler
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()
 _TICK_S = 0.05  # how often deadlines, heartbeats and due restarts are checked
-
-
-@dataclass
-class Ready:
-    """One device's news from `EnvPool.recv`.
-
-    ``observation`` is what to act on next (the first observation of a new episode when
-    ``first``), or None when the device has nothing to act on now (it is restarting, retired,
-    or out of tasks). ``trajectory`` is the episode that just ended, if any. ``reward``,
-    ``terminated``, ``truncated`` and ``info`` describe the last step.
-    """
-
-    env_id: int
-    observation: Observation | None
-    reward: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-    trajectory: Trajectory | None = None
-    first: bool = False
-    retired: bool = False
 
 
 class _State(str, Enum):
@@ -72,16 +59,6 @@ _WAITING = (_State.RESETTING, _State.STEPPING, _State.RESTARTING)
 
 
 @dataclass
-class _Pending:
-    """The action in flight on a device, with what the agent said about it."""
-
-    sample: ActionSample
-    policy_version: int
-    agent_time_s: float
-    started_at: float
-
-
-@dataclass
 class _Slot:
     env_id: int
     recipe: DeviceRecipe
@@ -93,7 +70,7 @@ class _Slot:
     reset_attempts: int = 0
     trajectory: Trajectory | None = None
     observation: Observation | None = None
-    pending: _Pending | None = None
+    pending: PendingAction | None = None
     finished: Trajectory | None = None
     last: Reply | None = None
     void_delivery: bool = False  # a delivered observation was voided by a failure
@@ -122,13 +99,6 @@ def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec], num_envs: int | None):
         raise ConfigError(f"got {len(specs)} device specs for num_envs={n}; give 1 or {n}")
     recipes = [DeviceRecipe.from_spec(s) for s in specs]
     return recipes * n if len(recipes) == 1 else recipes
-
-
-def _end_reason(info: dict[str, Any], terminated: bool) -> EndReason:
-    try:
-        return EndReason(info["end_reason"])
-    except (KeyError, ValueError):
-        return EndReason.FAILURE if terminated else EndReason.MAX_STEPS
 
 
 class EnvPool:
@@ -217,7 +187,7 @@ class EnvPool:
                     continue
                 raise RuntimeError(f"env {i} is not waiting for an action (it is {slot.state})")
             sample = a if isinstance(a, ActionSample) else ActionSample(a)
-            slot.pending = _Pending(sample, int(policy_version), float(t), now_wall)
+            slot.pending = PendingAction(sample, int(policy_version), float(t), now_wall)
             self._submit(slot, Command("step", action=sample.action))
 
     def recv(
@@ -400,57 +370,24 @@ class EnvPool:
         inst = slot.instance
         assert inst is not None and reply.observation is not None
         slot.instance = None
-        slot.trajectory = Trajectory(
-            task=inst.task.name,
-            instruction=reply.observation.instruction,
-            seed=inst.seed,
-            env_id=slot.env_id,
-            device=slot.recipe.label,
-            reset_time_s=reply.elapsed_s,
-        )
+        slot.trajectory = new_trajectory(inst, reply, slot.env_id, slot.recipe.label)
         slot.observation = reply.observation
         slot.state = _State.READY
         self.supervisor.on_success(slot.env_id)
-        last = slot.last
-        finished, slot.finished, slot.last = slot.finished, None, None
-        self._out.append(
-            Ready(
-                slot.env_id,
-                reply.observation,
-                last.reward if last else 0.0,
-                last.terminated if last else False,
-                last.truncated if last else False,
-                last.info if last else {},
-                trajectory=finished,
-                first=True,
-            )
-        )
+        last, slot.last = slot.last, None
+        ready = after_step(slot.env_id, last) if last else Ready(slot.env_id, None)
+        ready.observation, ready.first = reply.observation, True
+        ready.trajectory, slot.finished = slot.finished, None
+        self._out.append(ready)
 
     def _on_step(self, slot: _Slot, reply: Reply) -> None:
         pending, traj = slot.pending, slot.trajectory
-        assert pending is not None and traj is not None and reply.observation is not None
-        traj.steps.append(
-            Step(
-                observation=slot.observation,  # type: ignore[arg-type]
-                action=pending.sample.action,
-                reward=reply.reward,
-                terminated=reply.terminated,
-                truncated=reply.truncated,
-                info=reply.info,
-                text=pending.sample.text,
-                log_prob=pending.sample.log_prob,
-                policy_version=pending.policy_version,
-                agent_time_s=pending.agent_time_s,
-                device_time_s=float(reply.info.get("device_time_s", reply.elapsed_s)),
-                started_at=pending.started_at,
-            )
-        )
+        assert pending is not None and traj is not None and slot.observation is not None
+        traj.steps.append(step_record(slot.observation, pending, reply))
         slot.pending = None
         self.counters["steps"] += 1
         if reply.terminated or reply.truncated:
-            reason = _end_reason(reply.info, reply.terminated)
-            traj.final_observation = reply.observation
-            traj.end(reason, success=bool(reply.info.get("success", False)))
+            finish(traj, reply)
             self.counters["episodes"] += 1
             self.counters["successes"] += int(traj.success)
             slot.finished, slot.trajectory, slot.last = traj, None, reply
@@ -458,16 +395,7 @@ class EnvPool:
             return
         slot.observation = reply.observation
         slot.state = _State.READY
-        self._out.append(
-            Ready(
-                slot.env_id,
-                reply.observation,
-                reply.reward,
-                reply.terminated,
-                reply.truncated,
-                reply.info,
-            )
-        )
+        self._out.append(after_step(slot.env_id, reply))
 
     def _fail(self, slot: _Slot, cause: str) -> None:
         """The worker died, hung or raised: kill it, close its episode, schedule a restart."""
@@ -500,8 +428,7 @@ class EnvPool:
                 traj.extras["interrupted_action"] = slot.pending.sample.action.to_dict()
         elif slot.instance is not None and slot.reset_attempts >= 2:
             inst, slot.instance = slot.instance, None
-            traj = Trajectory(inst.task.name, inst.task.instruction or "", inst.seed)
-            traj.env_id, traj.device = slot.env_id, slot.recipe.label
+            traj = new_trajectory(inst, None, slot.env_id, slot.recipe.label)
             cause = f"reset failed twice: {cause}"
         if traj is None:
             return None

@@ -122,8 +122,8 @@ def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
     signal.signal(signal.SIGTERM, lambda *_: _kill_own_group())
     sys.path[:] = list(cfg.sys_path)
     if cfg.batch_scheduling and hasattr(os, "SCHED_BATCH"):
-        # A worker waking up must not preempt the pool process: under CPU load the pool's
-        # dispatch loop is the bottleneck, and preemption on every reply roughly halves it.
+        # Waking workers then do not preempt the pool process (helps when the pool's loop is
+        # the bottleneck; hurts when other programs load the CPU: off by default).
         with contextlib.suppress(OSError):
             os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     lock, stop = threading.Lock(), threading.Event()
@@ -299,8 +299,8 @@ class SubprocessBackend(WorkerBackend):
     """Workers as local processes.
 
     ``start_method``: forkserver (default: fast starts from a clean, preloaded server), spawn
-    or fork. ``batch_scheduling``: run workers under Linux ``SCHED_BATCH`` (same CPU share,
-    but their wake-ups do not preempt the pool process).
+    or fork. ``batch_scheduling``: run workers under Linux ``SCHED_BATCH`` (their wake-ups do
+    not preempt the pool process; off by default).
     """
 
     sends_heartbeats = True
@@ -309,7 +309,7 @@ class SubprocessBackend(WorkerBackend):
         self,
         start_method: str = "forkserver",
         heartbeat_interval_s: float = 1.0,
-        batch_scheduling: bool = True,
+        batch_scheduling: bool = False,
     ) -> None:
         if start_method not in mp.get_all_start_methods():
             raise ConfigError(

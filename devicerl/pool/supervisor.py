@@ -30,7 +30,7 @@ class SupervisorConfig:
     #: Deadline for a reset, including building the device in a fresh worker.
     reset_timeout: float | None = 120.0
     #: Restarts allowed per device within `restart_window_s`; one more retires the device.
-    max_restarts: int | None = 5
+    max_restarts: int | None = 10
     restart_window_s: float = 600.0
     #: Delay before the 2nd consecutive restart of a device; doubles each time (1st is at once).
     backoff_s: float = 0.5
