@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from devicerl.actions import Action
 from devicerl.agents import ActionSample, Policy
 from devicerl.envs import EnvSpec
-from devicerl.pool import EnvPool
+from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.records import Observation
 from devicerl.runtime.collector import Collector
 from devicerl.tasks import Task, TaskSampler
@@ -75,3 +75,19 @@ def test_policy_swaps_between_batches() -> None:
     assert {s.policy_version for s in steps if s.started_at > swapped_at} == {2}
     assert {s.policy_version for s in steps if s.started_at < swapped_at} <= {1}
     assert (0.1, 0.1) in {s.action.touch for t in third for s in t.steps}
+
+
+def test_truncated_episodes_are_yielded_but_not_counted() -> None:
+    config = SupervisorConfig(max_restarts=None, backoff_s=0.0, max_restarts_per_minute=10**6)
+    specs = [
+        EnvSpec("synthetic/steps", {"render": False, "faults": {"error": 0.2}, "seed": i})
+        for i in range(2)
+    ]
+    with EnvPool(specs, tasks=STEPS, worker="serial", supervision=config) as pool:
+        collector = Collector(pool, Tapper(version=0))
+        trajectories = collector.run(10)
+    complete = [t for t in trajectories if not t.is_truncated]
+    cut = [t for t in trajectories if t.is_truncated]
+    assert len(complete) == 10 and cut
+    assert collector.stats.truncated == len(cut) and collector.stats.restarts >= len(cut)
+    assert all("injected error" in t.truncation_cause for t in cut)

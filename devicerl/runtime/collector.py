@@ -94,8 +94,7 @@ class Collector:
         self._next_policy: Policy | None = None
         self._waiting: dict[int, Observation] = {}
         self._backlog: deque[Trajectory] = deque()
-        start = pool.stats()
-        self._base = {"steps": start.get("steps", 0), "restarts": start["restarts"]}
+        self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
 
     def set_policy(self, policy: PolicyLike) -> None:
         """Use ``policy`` from the next batch on (safe to call from another thread)."""
@@ -129,10 +128,9 @@ class Collector:
                 self._waiting[r.env_id] = r.observation
             elif r.env_id in self._waiting:
                 del self._waiting[r.env_id]
-        pool_stats = self.pool.stats()
-        self.stats.env_steps = pool_stats.get("steps", 0) - self._base["steps"]
-        self.stats.restarts = pool_stats["restarts"] - self._base["restarts"]
-        self.stats.retired = pool_stats["retired"]
+        self.stats.env_steps = self.pool.counters["steps"] - self._base["steps"]
+        self.stats.restarts = self.pool.supervisor.restarts - self._base["restarts"]
+        self.stats.retired = len(self.pool.retired)
         if self._waiting:
             self._act()
 
