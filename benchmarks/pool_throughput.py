@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import sys
 import time
@@ -84,17 +85,23 @@ def ideal_rate(profile: str, n: int) -> float:
 
 
 class _Busy:
-    """Per-device count of completed steps and the latencies drawn for every completed
-    command (steps and resets), read from what `recv` returns."""
+    """Per device: steps and the latencies drawn for every command (step or reset) the device
+    ran, read from what `recv` returns. Counting every command that *started* during the run
+    (in-flight ones are drained at the end) avoids the bias of keeping only finished ones,
+    which under-samples long commands."""
 
     def __init__(self, n: int) -> None:
         self.steps = [0] * n
         self.busy = [0.0] * n
 
-    def add(self, r: Ready) -> None:
+    def add(self, r: Ready, stopped_at: float | None = None) -> None:
+        """``stopped_at`` (wall time) during the drain: a reset that a step finishing after it
+        triggered started after the run and is left out."""
         if r.observation is None:
             return
-        if r.first:
+        t = r.trajectory
+        late_reset = stopped_at is not None and t is not None and t.ended_at > stopped_at
+        if r.first and not late_reset:
             self.busy[r.env_id] += r.observation.extras.get("reset_latency_s", 0.0)
         if "latency_s" in r.info:  # the step that led here (for a new episode: its last one)
             self.steps[r.env_id] += 1
@@ -138,6 +145,13 @@ class PoolDriver:
                 self.on_round(pool)
         return pool.counters["steps"] - steps0, time.perf_counter() - t0
 
+    def drain(self, timeout: float = 10.0) -> None:
+        """Stop acting and collect what is in flight, for the empirical ideal."""
+        stopped_at, end = time.time(), time.perf_counter() + timeout
+        while self.pool.busy and (left := end - time.perf_counter()) > 0:
+            for r in self.pool.recv(min_ready=1, timeout=left):
+                self.busy.add(r, stopped_at)
+
     def close(self) -> dict:
         self.pool.close()
         stats = self.pool.stats()
@@ -157,6 +171,7 @@ def run_pool(
     try:
         driver.run(warmup, measure=False)
         steps, elapsed = driver.run(duration)
+        driver.drain()
     finally:
         counters = driver.close()
     return {
@@ -225,9 +240,7 @@ class GymDriver:
 
         fns = [_GymFactory(device_kwargs(profile, i, screen)) for i in range(n)]
         self.n, self.mode = n, mode
-        self.venv = AsyncVectorEnv(
-            fns, shared_memory=True, autoreset_mode=AutoresetMode(mode)
-        )
+        self.venv = AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=AutoresetMode(mode))
         kind = VALID_TYPES.index(ActionType.DUAL_POINT)
         self.actions = {
             "action_type": np.full(n, kind),
@@ -291,9 +304,10 @@ def compare(profile: str, n: int, args: argparse.Namespace) -> dict:
         f"gym {c['steps_per_s']:7.1f} ({c['mode']})  ideal {d:8.1f} "
         f"(empirical {a['empirical_ideal']:7.1f})  eff {row['efficiency']:.3f} "
         f"(emp {row['efficiency_empirical']:.3f})  x lockstep {row['vs_lockstep']:5.2f}  "
-        f"x gym {row['vs_gymnasium']:5.2f}",
+        f"x gym {row['vs_gymnasium']:5.2f}  (load {os.getloadavg()[0]:.1f})",
         flush=True,
     )
+    row["load_avg_1min"] = os.getloadavg()[0]
     return row
 
 
@@ -379,8 +393,6 @@ def main(argv=None) -> int:
 
 
 def _cpus() -> int:
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 

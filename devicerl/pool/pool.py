@@ -199,7 +199,7 @@ class EnvPool:
         self._check_open()
         end = None if timeout is None else time.monotonic() + timeout
         self._service(0.0)
-        while len(self._out) < min_ready and self._in_flight():
+        while len(self._out) < min_ready and self.busy:
             wait = None if end is None else end - time.monotonic()
             if wait is not None and wait <= 0:
                 break
@@ -313,7 +313,8 @@ class EnvPool:
                 self.counters["heartbeat_failures"] += 1
                 self._fail(slot, f"no heartbeat for {now - worker.last_heartbeat:.1f}s")
 
-    def _in_flight(self) -> bool:
+    @property
+    def busy(self) -> bool:
         """Whether some device will produce a result without an action from the caller."""
         return any(s.state in _WAITING for s in self.slots)
 
