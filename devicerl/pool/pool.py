@@ -76,7 +76,9 @@ class _Slot:
     void_delivery: bool = False  # a delivered observation was voided by a failure
 
 
-def _as_sampler(tasks: TaskSampler | Sequence[Task] | str, seed: int) -> TaskSampler:
+def _as_sampler(tasks: TaskSampler | Sequence[Task] | str | None, seed: int) -> TaskSampler:
+    if tasks is None:
+        raise ConfigError("EnvPool needs tasks: a TaskSampler, a list of Task or a task spec")
     if isinstance(tasks, TaskSampler):
         return tasks
     if isinstance(tasks, str):
@@ -114,7 +116,7 @@ class EnvPool:
         self,
         envs: EnvSpec | str | Sequence[EnvSpec],
         num_envs: int | None = None,
-        tasks: TaskSampler | Sequence[Task] | str = "synthetic",
+        tasks: TaskSampler | Sequence[Task] | str | None = None,
         *,
         worker: str = "subprocess",
         step_timeout: float | None = _UNSET,
