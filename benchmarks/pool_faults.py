@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import random
 import signal
@@ -28,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pool_throughput import device_kwargs, ideal_rate, run_pool
+from pool_throughput import device_kwargs, ideal_rate, run_pool, write_report
 
 from devicerl.envs import EnvSpec
 from devicerl.pool import EnvPool, SupervisorConfig
@@ -111,10 +110,7 @@ def main(argv=None) -> int:
         f"episodes: {faulty['useful_steps_per_s']:.1f} vs {clean['useful_steps_per_s']:.1f})"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         report = {
-            "benchmark": "pool_faults",
-            "quick": args.quick,
             "n": args.n,
             "duration_s": duration,
             "step_timeout_s": args.step_timeout,
@@ -124,9 +120,8 @@ def main(argv=None) -> int:
             "faulty": {**faulty, "kills": killer.kills},
             "ratio": ratio,
             "useful_ratio": useful,
-            "wall_s": time.perf_counter() - t_start,
         }
-        args.json.write_text(json.dumps(report, indent=2, default=str))
+        write_report(args.json, "pool_faults", args.quick, report, t_start)
     print(f"RESULT fault_throughput_ratio={ratio:.3f} fault_useful_ratio={useful:.3f}")
     return 0
 

@@ -25,9 +25,7 @@ import psutil
 from devicerl.errors import ConfigError
 from devicerl.pool.subprocess_worker import POOL_TAG_ENV
 from devicerl.pool.supervisor import kill_process_tree
-from devicerl.pool.worker import Command, DeviceRecipe, Reply, Worker, WorkerBackend
-from devicerl.pool.worker import error_reply as _error_reply
-from devicerl.pool.worker import execute as _execute
+from devicerl.pool.worker import Command, DeviceHost, DeviceRecipe, Reply, Worker, WorkerBackend
 
 
 def _host_id() -> tuple[str, float]:
@@ -43,26 +41,17 @@ class EnvActor:
         os.environ[POOL_TAG_ENV] = tag
         with contextlib.suppress(OSError):
             os.setpgid(0, 0)
-        self.recipe = recipe
-        self.env: Any = None
+        self.host = DeviceHost(recipe)
 
     def where(self) -> tuple[int, float, tuple[str, float]]:
         pid = os.getpid()
         return pid, psutil.Process(pid).create_time(), _host_id()
 
     def run(self, command: Command) -> Reply:
-        if self.env is None:
-            try:
-                self.env = self.recipe.make()
-            except Exception as e:
-                return _error_reply(command.kind, e, building=True)
-        return _execute(self.env, command)
+        return self.host.run(command)
 
     def close(self) -> None:
-        if self.env is not None:
-            with contextlib.suppress(Exception):
-                self.env.close()
-            self.env = None
+        self.host.close()
 
 
 class RayWorker(Worker):

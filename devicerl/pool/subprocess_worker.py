@@ -34,7 +34,7 @@ import psutil
 
 from devicerl.errors import ConfigError
 from devicerl.pool.supervisor import exit_cause, kill_process_tree
-from devicerl.pool.worker import Command, DeviceRecipe, Reply, Worker, WorkerBackend, execute
+from devicerl.pool.worker import Command, DeviceHost, DeviceRecipe, Reply, Worker, WorkerBackend
 from devicerl.pool.worker import error_reply as _error_reply
 
 #: Environment variable that carries the pool's tag into workers and their children.
@@ -51,7 +51,6 @@ class _WorkerConfig:
     shm_prefix: str
     sys_path: tuple[str, ...]
     heartbeat_interval_s: float
-    batch_scheduling: bool
 
 
 class _FrameWriter:
@@ -121,17 +120,12 @@ def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, lambda *_: _kill_own_group())
     sys.path[:] = list(cfg.sys_path)
-    if cfg.batch_scheduling and hasattr(os, "SCHED_BATCH"):
-        # Waking workers then do not preempt the pool process (helps when the pool's loop is
-        # the bottleneck; hurts when other programs load the CPU: off by default).
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     lock, stop = threading.Lock(), threading.Event()
     threading.Thread(
         target=_heartbeat, args=(conn, lock, stop, cfg.heartbeat_interval_s), daemon=True
     ).start()
     frames = _FrameWriter(cfg.shm_prefix)
-    env = None
+    host = DeviceHost(cfg.recipe)
     try:
         while True:
             try:
@@ -140,19 +134,10 @@ def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
                 break
             if data == _CLOSE:
                 break
-            command: Command = pickle.loads(data)
-            if env is None:
-                try:
-                    env = cfg.recipe.make()
-                except Exception as e:
-                    _send(conn, lock, frames, _error_reply(command.kind, e, building=True))
-                    continue
-            _send(conn, lock, frames, execute(env, command))
+            _send(conn, lock, frames, host.run(pickle.loads(data)))
     finally:
         stop.set()
-        if env is not None:
-            with contextlib.suppress(Exception):
-                env.close()
+        host.close()
         frames.close()
 
 
@@ -201,7 +186,6 @@ class SubprocessWorker(Worker):
             f"drl_{backend.tag[:8]}_{env_id}_{backend.generation}_",
             tuple(sys.path),
             backend.heartbeat_interval_s,
-            backend.batch_scheduling,
         )
         self.shm_prefix = cfg.shm_prefix
         self.conn, child = backend.ctx.Pipe()
@@ -299,8 +283,7 @@ class SubprocessBackend(WorkerBackend):
     """Workers as local processes.
 
     ``start_method``: forkserver (default: fast starts from a clean, preloaded server), spawn
-    or fork. ``batch_scheduling``: run workers under Linux ``SCHED_BATCH`` (their wake-ups do
-    not preempt the pool process; off by default).
+    or fork.
     """
 
     sends_heartbeats = True
@@ -309,7 +292,6 @@ class SubprocessBackend(WorkerBackend):
         self,
         start_method: str = "forkserver",
         heartbeat_interval_s: float = 1.0,
-        batch_scheduling: bool = False,
     ) -> None:
         if start_method not in mp.get_all_start_methods():
             raise ConfigError(
@@ -320,7 +302,6 @@ class SubprocessBackend(WorkerBackend):
         if start_method == "forkserver":
             self.ctx.set_forkserver_preload(["devicerl.pool.subprocess_worker", "devicerl.envs"])
         self.heartbeat_interval_s = heartbeat_interval_s
-        self.batch_scheduling = batch_scheduling
         self.selector = selectors.DefaultSelector()
         self.tag = uuid.uuid4().hex
         self.generation = 0

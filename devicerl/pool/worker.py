@@ -106,6 +106,31 @@ def error_reply(kind: str, e: BaseException, elapsed_s: float = 0.0, building: b
     return reply
 
 
+class DeviceHost:
+    """Owns one device inside a worker: builds it on the first command, then runs commands.
+
+    Every backend hosts its device through this class, so they all behave the same.
+    """
+
+    def __init__(self, recipe: DeviceRecipe) -> None:
+        self.recipe = recipe
+        self.env: DeviceEnv | None = None
+
+    def run(self, command: Command) -> Reply:
+        if self.env is None:
+            try:
+                self.env = self.recipe.make()
+            except Exception as e:
+                return error_reply(command.kind, e, building=True)
+        return execute(self.env, command)
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
+
+
 class Worker(ABC):
     """One device behind some transport. Not thread-safe; owned by one pool."""
 
@@ -161,7 +186,7 @@ class SerialWorker(Worker):
 
     def __init__(self, env_id: int, recipe: DeviceRecipe) -> None:
         super().__init__(env_id, recipe)
-        self.env: DeviceEnv | None = None
+        self.host = DeviceHost(recipe)
         self.pending: Command | None = None
         self.closed = False
 
@@ -171,12 +196,7 @@ class SerialWorker(Worker):
     def run_pending(self) -> Reply:
         command, self.pending = self.pending, None
         assert command is not None
-        if self.env is None:
-            try:
-                self.env = self.recipe.make()
-            except Exception as e:
-                return error_reply(command.kind, e, building=True)
-        return execute(self.env, command)
+        return self.host.run(command)
 
     def kill(self) -> None:
         self.pending = None
@@ -184,10 +204,7 @@ class SerialWorker(Worker):
 
     def close(self, timeout: float = 5.0) -> None:
         self.closed = True
-        env, self.env = self.env, None
-        if env is not None:
-            with contextlib.suppress(Exception):
-                env.close()
+        self.host.close()
 
 
 class SerialBackend(WorkerBackend):
