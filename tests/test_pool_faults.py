@@ -193,3 +193,25 @@ def test_supervisor_backoff_budget_and_rate_limit() -> None:
     limited = Supervisor(SupervisorConfig(max_restarts=None, max_restarts_per_minute=2), 8)
     times = [limited.on_failure(i, 10.0) for i in range(4)]
     assert times[:2] == [10.0, 10.0] and times[2] >= 40.0 and times[3] >= times[2] + 30.0
+
+
+def test_action_for_an_observation_voided_by_a_crash_is_dropped() -> None:
+    config = SupervisorConfig(backoff_s=0.01)
+    with EnvPool(
+        EnvSpec("synthetic/steps", {"render": False}), 1, STEPS, supervision=config
+    ) as pool:
+        pool.recv(timeout=10)  # env 0 now waits for our action...
+        os.kill(pool.worker_pids()[0], signal.SIGKILL)  # ...and its worker dies meanwhile
+        ready = []
+        while not ready:  # nothing is in flight, so recv returns at once until it notices
+            ready = pool.recv(timeout=1)
+            time.sleep(0.01)
+        (cut,) = ready
+        assert cut.observation is None and cut.trajectory.is_truncated
+        assert cut.trajectory.truncation_cause == "worker died (signal 9, SIGKILL)"
+        pool.send([TAP], [0])  # the agent answers the voided observation: dropped
+        assert pool.counters["dropped_actions"] == 1
+        (fresh,) = pool.recv(timeout=10)
+        assert fresh.first and fresh.trajectory is None
+        pool.send([TAP], [0])  # the new observation takes actions again
+        assert pool.recv(timeout=10)

@@ -88,10 +88,9 @@ def _as_sampler(tasks: TaskSampler | Sequence[Task] | str | None, seed: int) -> 
     return TaskSampler(list(tasks), seed=seed)
 
 
-def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec], num_envs: int | None):
-    specs = [EnvSpec(envs) if isinstance(envs, str) else envs]
-    if not isinstance(envs, (EnvSpec, str)):
-        specs = [EnvSpec(e) if isinstance(e, str) else e for e in envs]
+def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec | str], num_envs: int | None):
+    one = isinstance(envs, (EnvSpec, str))
+    specs = [EnvSpec(e) if isinstance(e, str) else e for e in ([envs] if one else envs)]
     if not specs:
         raise ConfigError("EnvPool needs at least one device spec")
     n = num_envs if num_envs is not None else len(specs)
@@ -114,7 +113,7 @@ class EnvPool:
 
     def __init__(
         self,
-        envs: EnvSpec | str | Sequence[EnvSpec],
+        envs: EnvSpec | str | Sequence[EnvSpec | str],
         num_envs: int | None = None,
         tasks: TaskSampler | Sequence[Task] | str | None = None,
         *,
@@ -196,8 +195,9 @@ class EnvPool:
         self, min_ready: int = 1, timeout: float | None = None, max_ready: int | None = None
     ) -> list[Ready]:
         """Results of whichever devices are ready, waiting until at least ``min_ready`` are
-        (fewer when fewer can come, or when ``timeout`` seconds pass). Raises `DeviceError`
-        once every device is retired."""
+        (fewer when ``timeout`` seconds pass or when no more can come without an action: with
+        every device waiting for an action it returns at once). Raises `DeviceError` once
+        every device is retired."""
         self._check_open()
         end = None if timeout is None else time.monotonic() + timeout
         self._service(0.0)
