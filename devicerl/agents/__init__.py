@@ -1,6 +1,54 @@
-"""Agents: the `Policy` interface and its implementations."""
+"""Agents: the `Policy` interface and its implementations.
 
-from devicerl.agents.base import ActionSample, FunctionPolicy, Policy, as_policy
+- `SmallAgent` (``devicerl.agents.small``): the default small CPU transformer agent.
+- `AutoUIAgent` (``devicerl.agents.autoui``): T5 + fused vision features, AutoUI text format.
+- `APIAgent` (``devicerl.agents.api``): any OpenAI-compatible chat endpoint (evaluation only).
+- `RandomPolicy`, `SyntheticOracle`: baselines and demonstrations.
+
+The heavy agents are imported on first use, so ``import devicerl.agents`` stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from devicerl.agents.base import (
+    ActionSample,
+    FunctionPolicy,
+    Policy,
+    as_policy,
+    require_trainable,
+)
 from devicerl.agents.random import RandomPolicy
 
-__all__ = ["ActionSample", "FunctionPolicy", "Policy", "RandomPolicy", "as_policy"]
+_LAZY = {
+    "SmallAgent": "devicerl.agents.small",
+    "SmallAgentConfig": "devicerl.agents.small_net",
+    "SmallEncoder": "devicerl.agents.small_net",
+    "Featurizer": "devicerl.agents.featurize",
+    "FeatureConfig": "devicerl.agents.featurize",
+    "featurize": "devicerl.agents.featurize",
+    "AutoUIAgent": "devicerl.agents.autoui",
+    "AutoUIConfig": "devicerl.agents.autoui",
+    "LoRASettings": "devicerl.agents.autoui",
+    "APIAgent": "devicerl.agents.api",
+    "APIAgentConfig": "devicerl.agents.api",
+    "SyntheticOracle": "devicerl.agents.scripted",
+}
+
+__all__ = [
+    "ActionSample",
+    "FunctionPolicy",
+    "Policy",
+    "RandomPolicy",
+    "as_policy",
+    "require_trainable",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'devicerl.agents' has no attribute {name!r}")

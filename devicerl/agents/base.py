@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action
+from devicerl.errors import ConfigError
 from devicerl.records import Observation
 
 if TYPE_CHECKING:
@@ -29,24 +30,46 @@ class Policy(ABC):
     """Maps a batch of observations to a batch of `ActionSample`.
 
     ``version`` increases each time new weights are loaded, so every step records which policy
-    acted. Trainable policies also implement `log_prob` (differentiable) and save/load.
+    acted. Trainable policies also implement `log_prob` (differentiable), save/load,
+    `parameters` (for an optimiser) and `get_weights`/`set_weights` (a learner publishes weights,
+    collectors load them with the learner's version).
     """
 
     version: int = 0
     #: True when `log_prob` is implemented (trainers refuse policies without it).
     trainable: bool = False
+    #: Sampling temperature; `log_prob` uses the same temperature, so the log-prob recorded at
+    #: sampling time and the recomputed one agree.
+    temperature: float = 1.0
 
     @abstractmethod
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
         """Choose one action per observation (sampled, or the most likely with ``greedy``)."""
 
     def log_prob(
-        self, observations: Sequence[Observation], actions: Sequence[Action]
+        self,
+        observations: Sequence[Observation],
+        actions: Sequence[Action],
+        texts: Sequence[str | None] | None = None,
     ) -> torch.Tensor:
-        """Log-probabilities of ``actions`` (a differentiable 1-D tensor)."""
-        raise NotImplementedError(
-            f"{type(self).__name__} has no log-probabilities: it can be evaluated, not trained"
-        )
+        """Log-probabilities of ``actions`` (a differentiable 1-D tensor).
+
+        ``texts`` are the generated texts recorded with the actions (`Step.text`); text-generating
+        agents score those exact texts when given, else the actions' canonical text.
+        """
+        raise NotImplementedError(not_trainable_message(self))
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]:
+        """The trainable parameters (for an optimiser)."""
+        raise NotImplementedError(not_trainable_message(self))
+
+    def get_weights(self) -> dict[str, Any]:
+        """The weights a learner publishes to collectors (name -> CPU tensor)."""
+        raise NotImplementedError(f"{type(self).__name__} has no weights to publish")
+
+    def set_weights(self, weights: Mapping[str, Any], version: int | None = None) -> None:
+        """Load published weights; ``version`` (else ``self.version + 1``) becomes the version."""
+        raise NotImplementedError(f"{type(self).__name__} cannot load weights")
 
     def save(self, path: str | Path) -> None:
         raise NotImplementedError(f"{type(self).__name__} cannot be saved")
@@ -71,6 +94,32 @@ class FunctionPolicy(Policy):
                 f"policy returned {len(out)} actions for {len(observations)} observations"
             )
         return [a if isinstance(a, ActionSample) else ActionSample(a) for a in out]
+
+
+def check_batch(
+    observations: Sequence[Observation],
+    actions: Sequence[Action],
+    texts: Sequence[str | None] | None = None,
+) -> None:
+    """`log_prob` arguments must line up one to one."""
+    if len(observations) != len(actions):
+        raise ValueError(f"{len(observations)} observations but {len(actions)} actions")
+    if texts is not None and len(texts) != len(actions):
+        raise ValueError(f"{len(texts)} texts for {len(actions)} actions")
+
+
+def not_trainable_message(policy: Policy) -> str:
+    return (
+        f"{type(policy).__name__} has no log-probabilities: it can be evaluated, not trained "
+        "(use a trainable agent such as SmallAgent or AutoUIAgent for training)"
+    )
+
+
+def require_trainable(policy: Policy) -> Policy:
+    """Trainers call this first: a clear error for policies without log-probs (e.g. API agents)."""
+    if not getattr(policy, "trainable", False):
+        raise ConfigError(not_trainable_message(policy))
+    return policy
 
 
 def as_policy(agent: Policy | Callable[[list[Observation]], Sequence[Action]]) -> Policy:

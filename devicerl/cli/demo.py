@@ -1,15 +1,16 @@
 """``devicerl demo``: the embedded default job (see README).
 
-Today it collects episodes with a random agent on several synthetic devices (with simulated
-latency) through the asynchronous device pool and the collector, and writes a report; later
-it becomes a short MiniWoB++ training run.
+Today it runs a real collection with a random agent on several synthetic devices (with
+simulated latency), stepped asynchronously by the device pool (one worker process per device)
+and the collector, into a run folder — trajectories in the store, metrics in ``metrics.jsonl``
+and TensorBoard, a summary — viewable with ``devicerl view``; later it becomes a short
+MiniWoB++ training run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,51 +29,63 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     from devicerl.agents import RandomPolicy
     from devicerl.envs import EnvSpec
     from devicerl.pool import EnvPool
     from devicerl.runtime.collector import Collector
+    from devicerl.runtime.metrics import LoggingConfig
+    from devicerl.runtime.progress import RateProgress
+    from devicerl.runtime.run_dir import RunDir
     from devicerl.tasks import TaskSampler, resolve
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    run_dir = RunDir(args.out).create()
+    run_dir.save_config({k: v for k, v in vars(args).items() if k != "func"})
     sampler = TaskSampler(resolve("synthetic/tap,synthetic/type"), seed=args.seed)
     specs = [
         EnvSpec("synthetic", {"step_latency": "uniform:0.001,0.005", "seed": args.seed + i})
         for i in range(args.devices)
     ]
     results: list[dict] = []
-    with EnvPool(specs, tasks=sampler, worker=args.worker, seed=args.seed) as pool:
+    log_every = max(1, args.episodes // 20)
+    with (
+        EnvPool(specs, tasks=sampler, worker=args.worker, seed=args.seed) as pool,
+        run_dir.writer(background=True) as writer,
+        run_dir.metrics_logger(LoggingConfig(tensorboard=False)) as metrics,
+        RateProgress("collect", total=args.episodes) as bar,
+    ):
         collector = Collector(pool, RandomPolicy(seed=args.seed))
+        for traj in collector.collect(args.episodes):
+            writer.append(traj)  # truncated episodes too: the store keeps their cause
+            if traj.is_truncated:
+                continue
+            results.append({"task": traj.task, "success": traj.success, "steps": traj.length})
+            bar.update(1, steps=traj.length, successes=int(traj.success))
+            if len(results) % log_every == 0 or len(results) == args.episodes:
+                recent = results[-log_every:]
+                metrics.log(
+                    {
+                        "rollout/success_rate": sum(r["success"] for r in recent) / len(recent),
+                        "rollout/episode_length": sum(r["steps"] for r in recent) / len(recent),
+                        "rollout/episodes": len(results),
+                        **{k.replace("collect/", "pool/"): v
+                           for k, v in collector.stats.as_dict().items()},
+                    },
+                    step=collector.stats.env_steps,
+                )  # fmt: skip
         stats = collector.stats
-        with Progress(
-            TextColumn("[bold]collect"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total} episodes"),
-            TextColumn("{task.fields[rate]:.0f} steps/s  success {task.fields[success]:.1%}"),
-            TimeElapsedColumn(),
-        ) as bar:
-            job = bar.add_task("collect", total=args.episodes, rate=0.0, success=0.0)
-            for traj in collector.collect(args.episodes):
-                if traj.is_truncated:
-                    continue
-                results.append({"task": traj.task, "success": traj.success, "steps": traj.length})
-                bar.update(job, advance=1, rate=stats.steps_per_s, success=stats.success_rate)
-        summary = {
-            "episodes": len(results),
-            "env_steps": stats.env_steps,
-            "success_rate": sum(r["success"] for r in results) / max(len(results), 1),
-            "steps_per_s": stats.steps_per_s,
-            "elapsed_s": stats.elapsed_s,
-            "truncated": stats.truncated,
-            "restarts": stats.restarts,
-            "devices": args.devices,
-            "worker": args.worker,
-        }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (out / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    summary = {
+        "episodes": len(results),
+        "env_steps": stats.env_steps,
+        "success_rate": bar.success_rate,
+        "steps_per_s": stats.steps_per_s,
+        "elapsed_s": stats.elapsed_s,
+        "truncated": stats.truncated,
+        "restarts": stats.restarts,
+        "devices": args.devices,
+        "worker": args.worker,
+    }
+    (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2))
+    (run_dir.path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
     print(json.dumps(summary))
-    print(f"report written to {out}/summary.json")
+    print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")
     return 0

@@ -13,10 +13,11 @@ import sys
 from collections.abc import Sequence
 
 from devicerl import __version__
+from devicerl.cli.common import parse_args
 from devicerl.errors import DeviceRLError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("demo", "tasks")
+COMMANDS = ("demo", "tasks", "view", "bench", "import-digirl")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     logging.basicConfig(
         level=logging.DEBUG
         if args.verbose > 1

@@ -5,5 +5,8 @@ from devicerl.envs.registry import EnvSpec, make, register, registered
 
 register("synthetic", "devicerl.envs.synthetic:SyntheticEnv")
 register("synthetic/*", "devicerl.envs.synthetic:SyntheticEnv")
+register("browser", "devicerl.envs.browser.env:BrowserEnv")
+register("miniwob", "devicerl.tasks.miniwob:make_miniwob_env")
+register("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env")
 
 __all__ = ["DeviceEnv", "EnvSpec", "TaskStatus", "make", "register", "registered"]

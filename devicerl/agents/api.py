@@ -1,0 +1,101 @@
+"""An agent behind any OpenAI-compatible chat-completions endpoint (vLLM, hosted APIs, Gemini).
+
+Each observation becomes one request: a system prompt generated from the action docs
+(`devicerl.agents.prompt`), the instruction, previous actions (``extras["previous_actions"]``),
+optionally the UI element list, and the screenshot as an image part. The reply is parsed with
+`parse_autoui`. A request that fails after the client's bounded retries (`ChatError`) or a reply
+that does not parse becomes an invalid action with the reason (the device treats it as a no-op);
+`act` never raises for a bad endpoint. A batch is sent concurrently from threads, bounded by the
+client's concurrency cap. The API key is read from the environment variable named in
+``ChatConfig.api_key_env``.
+
+It has no log-probabilities: ``trainable`` is False, `log_prob` raises a clear error and
+trainers refuse it (`require_trainable`); evaluation and data collection work.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicerl.actions import Action, parse_autoui
+from devicerl.agents.base import ActionSample, Policy
+from devicerl.agents.prompt import system_prompt, user_prompt
+from devicerl.clients.chat import ChatClient, ChatConfig, ChatError, image_part, text_part
+from devicerl.errors import ConfigError
+from devicerl.records import Observation
+
+
+@dataclass
+class APIAgentConfig:
+    """What the API agent sends (the endpoint itself is ``chat``)."""
+
+    chat: ChatConfig = field(default_factory=ChatConfig)
+    include_screenshot: bool = field(default=True, metadata={"help": "send the screenshot"})
+    image_format: str = field(default="png", metadata={"help": "png or jpeg"})
+    include_elements: bool = field(default=True, metadata={"help": "list UI elements as text"})
+    max_elements: int = field(default=50, metadata={"help": "longest element list"})
+    history: int = field(default=4, metadata={"help": "previous actions in the prompt"})
+    precision: int = field(default=3, metadata={"help": "decimals of coordinates in prompts"})
+
+    def validate(self) -> None:
+        self.chat.validate()
+        if self.image_format not in ("png", "jpeg"):
+            raise ConfigError(f"image_format must be png or jpeg, got {self.image_format!r}")
+
+
+class APIAgent(Policy):
+    """Queries a chat-completions endpoint per observation (see the module doc)."""
+
+    trainable = False
+
+    def __init__(
+        self, config: APIAgentConfig | None = None, client: ChatClient | None = None
+    ) -> None:
+        self.config = config or APIAgentConfig()
+        self.config.validate()
+        self.client = client or ChatClient(self.config.chat)
+        self.temperature = self.client.config.temperature
+        self._system = system_prompt(self.config.precision)
+
+    def messages(self, obs: Observation) -> list[dict[str, Any]]:
+        """The chat messages for one observation."""
+        cfg = self.config
+        prev = list(obs.extras.get("previous_actions") or [])
+        prev = prev[-cfg.history :] if cfg.history > 0 else []
+        text = user_prompt(obs, prev, cfg.include_elements, cfg.max_elements, cfg.precision)
+        content: list[dict[str, Any]] = [text_part(text)]
+        if cfg.include_screenshot and obs.screenshot is not None:
+            content.append(image_part(obs.screenshot, cfg.image_format))
+        return [{"role": "system", "content": self._system}, {"role": "user", "content": content}]
+
+    def _one(self, obs: Observation, greedy: bool) -> ActionSample:
+        t0 = time.perf_counter()
+        params = {"temperature": 0.0} if greedy else {}
+        try:
+            reply = self.client.complete(self.messages(obs), **params)
+        except ChatError as e:
+            reason = f"API request failed: {e}"
+            return ActionSample(Action.invalid("", reason), None, None, {"error": str(e)})
+        except Exception as e:
+            reason = f"API agent error: {type(e).__name__}: {e}"
+            return ActionSample(Action.invalid("", reason), None, None, {"error": reason})
+        extras = {
+            "attempts": reply.attempts,
+            "latency_s": time.perf_counter() - t0,
+            "usage": reply.usage,
+        }
+        return ActionSample(parse_autoui(reply.text), reply.text, None, extras)
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+        if len(observations) <= 1:
+            return [self._one(o, greedy) for o in observations]
+        workers = min(len(observations), self.client.config.max_concurrency)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api-agent") as pool:
+            return list(pool.map(lambda o: self._one(o, greedy), observations))
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,83 @@
+"""`AgentSpec`: a picklable, config-file friendly recipe for any agent.
+
+Collectors in other processes receive the spec and build the policy there (weights then follow
+through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.load_config`.
+
+    agent:
+      kind: small            # small | autoui | api | random | oracle
+      path: runs/x/agent     # a saved agent (small, autoui) or an Auto-UI checkpoint dir
+      vision_dir: /models/blip2-vision
+      api: {chat: {base_url: http://127.0.0.1:8000/v1, model: my-vlm}}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from devicerl.agents.api import APIAgentConfig
+from devicerl.agents.autoui import AutoUIConfig
+from devicerl.agents.base import Policy
+from devicerl.agents.small_net import SmallAgentConfig
+from devicerl.errors import ConfigError
+
+KINDS = ("small", "autoui", "api", "random", "oracle")
+
+
+@dataclass
+class AgentSpec:
+    """Which agent to build and how."""
+
+    kind: str = field(default="small", metadata={"help": f"one of {', '.join(KINDS)}"})
+    path: str | None = field(
+        default=None, metadata={"help": "saved agent dir (small/autoui) or Auto-UI checkpoint"}
+    )
+    vision_dir: str | None = field(
+        default=None, metadata={"help": "local vision encoder dir (autoui)"}
+    )
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:1 or auto"})
+    seed: int = field(default=0, metadata={"help": "seed of the random and new agents"})
+    small: SmallAgentConfig = field(default_factory=SmallAgentConfig)
+    #: None: the saved agent's own config (or the defaults for a bare Auto-UI checkpoint).
+    autoui: AutoUIConfig | None = None
+    api: APIAgentConfig = field(default_factory=APIAgentConfig)
+
+    def validate(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(f"agent.kind: {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.kind == "autoui" and self.path is None:
+            raise ConfigError("agent.path: the autoui agent needs a model directory")
+
+    def make(self) -> Policy:
+        """Build the policy (imports the heavy libraries only for the kind asked for)."""
+        self.validate()
+        if self.kind == "small":
+            from devicerl.agents.small import SmallAgent
+
+            if self.path is not None:
+                return SmallAgent.from_pretrained(self.path, device=self.device)
+            return SmallAgent(self.small, device=self.device)
+        if self.kind == "autoui":
+            from devicerl.agents.autoui import AutoUIAgent
+
+            assert self.path is not None
+            return AutoUIAgent.from_pretrained(
+                self.path, self.vision_dir, self.autoui, device=self.device
+            )
+        if self.kind == "api":
+            from devicerl.agents.api import APIAgent
+
+            return APIAgent(self.api)
+        if self.kind == "oracle":
+            from devicerl.agents.scripted import SyntheticOracle
+
+            return SyntheticOracle()
+        from devicerl.agents.random import RandomPolicy
+
+        return RandomPolicy(seed=self.seed)
+
+
+def make_agent(spec: AgentSpec | str, **kwargs) -> Policy:
+    """``make_agent("small")``, ``make_agent("autoui", path=..., vision_dir=...)`` or a spec."""
+    if isinstance(spec, str):
+        spec = AgentSpec(kind=spec, **kwargs)
+    return spec.make()

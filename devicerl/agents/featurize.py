@@ -1,0 +1,283 @@
+"""Observations to padded tensors for the small agent (and critics built on its encoder).
+
+Per instruction token: hashed word/n-gram ids and features (occurs in an element's text or value,
+is a number, is punctuation, is capitalised, is inside quotes, relative position).
+Per UI element: hashed ids of its text and value, its role, flags, normalised box and explicit
+instruction-overlap features ("the element's text occurs in the instruction", word overlap in
+both directions, where in the instruction it matches). These overlap features are the inductive
+bias that lets a small model learn tap/type tasks in seconds. Matching is on lower-cased word
+sequences, so "Submit" matches "press submit" but not "submitted".
+
+`featurize` also returns, per observation, the bookkeeping that maps model outputs back to
+actions: the character span of each kept instruction token and the tap point of each kept
+element. When a page has more than ``max_elements`` elements, the interactive or labelled ones
+are kept first (then page order); the choice depends only on the observation, so `act` and
+`log_prob` always see the same elements.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
+from devicerl.records import Observation, UIElement
+
+INSTR_FEATURES = 7
+ELEM_FEATURES = 20
+#: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
+INSTR_OVERLAP = slice(0, 2)
+ELEM_OVERLAP = slice(15, 20)
+ROLE_BUCKETS = 256
+
+
+@dataclass
+class FeatureConfig:
+    """Sizes of the featurisation (saved with the model: changing them changes the model)."""
+
+    buckets: int = 8192
+    pieces_per_word: int = 6
+    max_instr_tokens: int = 48
+    max_elements: int = 64
+    max_elem_ids: int = 48
+    #: (width, height) of the downscaled screenshot fed to the model; None = no pixels.
+    screenshot_size: tuple[int, int] | None = None
+    #: The explicit instruction/element overlap features (off only for ablations).
+    overlap_features: bool = True
+
+    def __post_init__(self) -> None:
+        if self.screenshot_size is not None:
+            self.screenshot_size = (int(self.screenshot_size[0]), int(self.screenshot_size[1]))
+
+
+@dataclass
+class ObsMeta:
+    """What maps model outputs back to one observation's actions."""
+
+    instruction: str
+    token_spans: list[tuple[int, int]]
+    elements: list[UIElement]
+    tap_points: list[tuple[float, float]]
+    screen_size: tuple[int, int]
+
+
+@dataclass
+class FeatureBatch:
+    """A padded batch. Masks are True at real (non-padding) positions."""
+
+    instr_ids: torch.Tensor  # [B, Li, P] long
+    instr_feats: torch.Tensor  # [B, Li, INSTR_FEATURES]
+    instr_mask: torch.Tensor  # [B, Li] bool
+    elem_ids: torch.Tensor  # [B, Le, Pe] long
+    elem_role: torch.Tensor  # [B, Le] long
+    elem_feats: torch.Tensor  # [B, Le, ELEM_FEATURES]
+    elem_mask: torch.Tensor  # [B, Le] bool
+    screenshot: torch.Tensor | None  # [B, 3, H, W] float in [0, 1]
+    meta: list[ObsMeta] = field(default_factory=list)
+
+    def to(self, device: torch.device | str) -> FeatureBatch:
+        moved: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            moved[name] = v.to(device) if isinstance(v, torch.Tensor) else v
+        return FeatureBatch(**moved)
+
+    def __len__(self) -> int:
+        return int(self.instr_ids.shape[0])
+
+
+_QUOTED_RE = re.compile(r"\"[^\"]*\"|'[^']*'|“[^”]*”")
+
+
+def _norm_words(text: str) -> list[str]:
+    return [t.lower() for t, _, _ in split_words(text)]
+
+
+def _find_words(hay: list[str], needle: list[str]) -> int:
+    """Index of the first occurrence of the word sequence ``needle`` in ``hay``, or -1."""
+    if not needle:
+        return -1
+    k = len(needle)
+    for i in range(len(hay) - k + 1):
+        if hay[i] == needle[0] and hay[i : i + k] == needle:
+            return i
+    return -1
+
+
+def _keep_elements(elements: list[UIElement], limit: int) -> list[UIElement]:
+    if len(elements) <= limit:
+        return list(elements)
+    ranked = sorted(
+        range(len(elements)),
+        key=lambda i: (
+            not (elements[i].clickable or elements[i].editable),
+            not (elements[i].text or elements[i].value),
+            i,
+        ),
+    )
+    return [elements[i] for i in sorted(ranked[:limit])]
+
+
+def tap_point(el: UIElement, screen_size: tuple[int, int]) -> tuple[float, float]:
+    """Where the agent taps an element: its centre, normalised and clipped to the screen."""
+    w, h = screen_size
+    cx, cy = el.center
+    return (min(max(cx / w, 0.0), 1.0), min(max(cy / h, 0.0), 1.0))
+
+
+def _element_features(el: UIElement, obs: Observation, instr_words: list[str]) -> list[float]:
+    w, h = obs.screen_size
+    left, top, right, bottom = el.bbox
+    nl, nt, nr, nb = left / w, top / h, right / w, bottom / h
+    cx, cy = (nl + nr) / 2, (nt + nb) / 2
+    text_words, value_words = _norm_words(el.text), _norm_words(el.value)
+    pos = _find_words(instr_words, text_words)
+    vpos = _find_words(instr_words, value_words)
+    overlap = len(set(text_words) & set(instr_words))
+    offscreen = not (0.0 <= cx <= 1.0 and 0.0 <= cy <= 1.0)
+    box = [min(max(v, -1.0), 2.0) for v in (nl, nt, nr, nb, cx, cy, nr - nl, nb - nt)]
+    return [
+        *box,
+        math.log1p(max(0.0, right - left) * max(0.0, bottom - top)) / 12.0,
+        float(el.clickable),
+        float(el.focused),
+        float(el.editable),
+        float(bool(text_words)),
+        float(bool(value_words)),
+        float(offscreen),
+        float(pos >= 0),
+        float(vpos >= 0),
+        overlap / max(1, len(set(text_words))),
+        overlap / max(1, len(set(instr_words))),
+        (pos + 1) / (len(instr_words) + 1) if pos >= 0 else 0.0,
+    ]
+
+
+def _instr_features(obs: Observation, tokens, elements: list[UIElement]) -> list[list[float]]:
+    text_words: set[str] = set()
+    value_words: set[str] = set()
+    for el in elements:
+        text_words.update(_norm_words(el.text))
+        value_words.update(_norm_words(el.value))
+    quoted = [(m.start(), m.end()) for m in _QUOTED_RE.finditer(obs.instruction)]
+    n = max(1, len(tokens))
+    rows = []
+    for i, (tok, start, end) in enumerate(tokens):
+        low = tok.lower()
+        rows.append(
+            [
+                float(low in text_words),
+                float(low in value_words),
+                float(tok.replace(".", "", 1).isdigit()),
+                float(not tok[0].isalnum() and tok[0] != "_"),
+                float(tok[0].isupper()),
+                float(any(a < start and end < b for a, b in quoted)),
+                i / n,
+            ]
+        )
+    return rows
+
+
+class Featurizer:
+    """Turns observations into a `FeatureBatch` (see the module doc)."""
+
+    def __init__(self, config: FeatureConfig | None = None) -> None:
+        self.config = config or FeatureConfig()
+        self.tokenizer = HashTokenizer(self.config.buckets, 3, self.config.pieces_per_word)
+
+    def __call__(self, observations: list[Observation]) -> FeatureBatch:
+        return self.featurize(observations)
+
+    def featurize(self, observations: list[Observation]) -> FeatureBatch:
+        cfg = self.config
+        if not observations:
+            raise ValueError("featurize needs at least one observation")
+        rows = [self._one(o) for o in observations]
+        b = len(rows)
+        li = max(1, max(len(r["tok_ids"]) for r in rows))
+        le = max(1, max(len(r["el_ids"]) for r in rows))
+        instr_ids = np.zeros((b, li, cfg.pieces_per_word), np.int64)
+        instr_feats = np.zeros((b, li, INSTR_FEATURES), np.float32)
+        instr_mask = np.zeros((b, li), bool)
+        elem_ids = np.zeros((b, le, cfg.max_elem_ids), np.int64)
+        elem_role = np.zeros((b, le), np.int64)
+        elem_feats = np.zeros((b, le, ELEM_FEATURES), np.float32)
+        elem_mask = np.zeros((b, le), bool)
+        for i, r in enumerate(rows):
+            for j, ids in enumerate(r["tok_ids"]):
+                instr_ids[i, j, : len(ids)] = ids
+            n = len(r["tok_ids"])
+            if n:
+                instr_feats[i, :n] = r["tok_feats"]
+                instr_mask[i, :n] = True
+            for j, ids in enumerate(r["el_ids"]):
+                elem_ids[i, j, : len(ids)] = ids
+            m = len(r["el_ids"])
+            if m:
+                elem_role[i, :m] = r["roles"]
+                elem_feats[i, :m] = r["el_feats"]
+                elem_mask[i, :m] = True
+        if not cfg.overlap_features:
+            instr_feats[:, :, INSTR_OVERLAP] = 0.0
+            elem_feats[:, :, ELEM_OVERLAP] = 0.0
+        return FeatureBatch(
+            torch.from_numpy(instr_ids),
+            torch.from_numpy(instr_feats),
+            torch.from_numpy(instr_mask),
+            torch.from_numpy(elem_ids),
+            torch.from_numpy(elem_role),
+            torch.from_numpy(elem_feats),
+            torch.from_numpy(elem_mask),
+            self._screenshots(observations),
+            [r["meta"] for r in rows],
+        )
+
+    def _one(self, obs: Observation) -> dict[str, Any]:
+        cfg, tok = self.config, self.tokenizer
+        tokens = split_words(obs.instruction)[: cfg.max_instr_tokens]
+        elements = _keep_elements(obs.elements, cfg.max_elements)
+        instr_words = [t.lower() for t, _, _ in tokens]
+        el_ids = []
+        for el in elements:
+            ids = tok.text_ids(el.text, cfg.max_elem_ids)
+            ids += tok.text_ids(el.value, cfg.max_elem_ids - len(ids), namespace="v:")
+            el_ids.append(ids or [stable_hash("<empty>", cfg.buckets)])
+        meta = ObsMeta(
+            obs.instruction,
+            [(s, e) for _, s, e in tokens],
+            elements,
+            [tap_point(el, obs.screen_size) for el in elements],
+            obs.screen_size,
+        )
+        return {
+            "tok_ids": [tok.word_ids(t) for t, _, _ in tokens],
+            "tok_feats": _instr_features(obs, tokens, elements),
+            "el_ids": el_ids,
+            "roles": [stable_hash(el.role.lower(), ROLE_BUCKETS) for el in elements],
+            "el_feats": [_element_features(el, obs, instr_words) for el in elements],
+            "meta": meta,
+        }
+
+    def _screenshots(self, observations: list[Observation]) -> torch.Tensor | None:
+        size = self.config.screenshot_size
+        if size is None:
+            return None
+        from PIL import Image
+
+        w, h = size
+        out = np.zeros((len(observations), 3, h, w), np.float32)
+        for i, o in enumerate(observations):
+            if o.screenshot is not None:
+                img = Image.fromarray(np.ascontiguousarray(o.screenshot)).resize((w, h))
+                out[i] = np.asarray(img, np.float32).transpose(2, 0, 1) / 255.0
+        return torch.from_numpy(out)
+
+
+def featurize(observations: list[Observation], config: FeatureConfig | None = None):
+    """One-off featurisation (build a `Featurizer` once to reuse its token cache)."""
+    return Featurizer(config)(observations)

@@ -1,0 +1,79 @@
+"""``devicerl bench [NAME [ARGS...]]``: run a benchmark script from ``benchmarks/`` by name.
+
+Without a name, lists the benchmarks with their one-line descriptions. Arguments after the
+name go to the script unchanged (``devicerl bench store_codec --quick --json out.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="run a benchmark from benchmarks/ by name (list them without a name)",
+        description="Run benchmarks/NAME.py with the remaining arguments (e.g. --quick, "
+        "--json PATH); without NAME, list the benchmarks.",
+    )
+    p.add_argument("name", nargs="?", default=None, help="benchmark name (file name without .py)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the benchmark")
+    p.add_argument(
+        "--dir",
+        default=None,
+        help="benchmarks folder (default: $DEVICERL_BENCHMARKS, ./benchmarks, or the one next "
+        "to the installed package)",
+    )
+    p.set_defaults(func=run)
+
+
+def benchmarks_dir(explicit: str | None = None) -> Path:
+    """Where the benchmark scripts are."""
+    from devicerl.errors import ConfigError
+
+    candidates = [explicit, os.environ.get("DEVICERL_BENCHMARKS"), "benchmarks"]
+    candidates.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    for c in candidates:
+        if c and Path(c).is_dir():
+            return Path(c)
+    raise ConfigError("no benchmarks folder found; pass --dir or set DEVICERL_BENCHMARKS")
+
+
+def list_benchmarks(folder: Path) -> dict[str, str]:
+    """Benchmark name -> first line of its docstring (read without importing it)."""
+    import ast
+
+    out = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        try:
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        except SyntaxError:
+            doc = "(does not parse)"
+        out[path.stem] = doc.strip().splitlines()[0] if doc.strip() else ""
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import subprocess
+    import sys
+
+    from devicerl.errors import ConfigError
+
+    folder = benchmarks_dir(args.dir)
+    found = list_benchmarks(folder)
+    if args.name is None:
+        width = max((len(n) for n in found), default=0)
+        print(f"benchmarks in {folder}:")
+        for name, doc in found.items():
+            print(f"  {name:<{width}}  {doc}")
+        print("run one with: devicerl bench NAME [--quick] [--json PATH]")
+        return 0
+    name = args.name.removesuffix(".py")
+    if name not in found:
+        raise ConfigError(f"unknown benchmark {name!r} (available: {', '.join(found) or 'none'})")
+    cmd = [sys.executable, str(folder / f"{name}.py"), *args.args]
+    return subprocess.call(cmd)

@@ -1,0 +1,156 @@
+"""CLI plumbing shared by commands that take a config dataclass.
+
+A command module does::
+
+    def add_parser(sub):
+        p = sub.add_parser("train", help="...", description="...")
+        p.add_argument("run_dir")                      # its own arguments, if any
+        add_config_args(p, TrainConfig)                # --config, --set, KEY=VALUE, --help text
+        p.set_defaults(func=run)
+
+    def run(args):
+        cfg = resolve_config(args)                     # ConfigError -> one line, exit 2
+        run = start_run(args.run_dir, cfg)             # creates the folder, saves config.yaml
+
+Overrides come from ``--config FILE`` (YAML), then ``--set KEY=VALUE`` (repeatable) and
+positional ``KEY=VALUE`` words, later ones winning. ``--help`` lists every option of the config
+with its type, help text and default; ``--print-config`` prints the resolved config and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import sys
+import textwrap
+import types
+import typing
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import yaml
+
+from devicerl.config import load_config, redact, to_dict
+
+
+def _type_label(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is typing.Literal:
+        return "|".join(str(a) for a in get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        parts = [_type_label(a) for a in get_args(tp) if a is not type(None)]
+        optional = type(None) in get_args(tp)
+        return " | ".join(parts) + (" | null" if optional else "")
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return "|".join(str(m.value) for m in tp)
+    if origin is not None:
+        args = ", ".join(_type_label(a) for a in get_args(tp))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return to_dict(f.default)
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return to_dict(f.default_factory())  # type: ignore[misc]
+    return "(required)"
+
+
+def config_options(cls: type, prefix: str = "") -> list[tuple[str, str, str, Any]]:
+    """(dotted key, type, help, default) for every leaf option of a config dataclass."""
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        key = f"{prefix}{f.name}"
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp):
+            out += config_options(tp, prefix=f"{key}.")  # type: ignore[arg-type]
+            continue
+        out.append((key, _type_label(tp), f.metadata.get("help", ""), _default(f)))
+    return out
+
+
+def config_help(cls: type) -> str:
+    """The ``--help`` epilog: every config option with its type, help and default."""
+    lines = [
+        f"config options ({cls.__name__}); set them in --config FILE, with --set KEY=VALUE or "
+        "as KEY=VALUE words:"
+    ]
+    for key, tp, text, default in config_options(cls):
+        lines.append(f"  {key} ({tp}, default {json.dumps(default)})")
+        if text:
+            lines += textwrap.wrap(text, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
+    return "\n".join(lines)
+
+
+def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
+    """Add --config/--set/KEY=VALUE/--print-config to ``parser`` and document ``cls``'s options
+    in its ``--help``."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    if parser.description:
+        parser.description = textwrap.fill(parser.description, 88)
+    parser.epilog = config_help(cls) + ("\n\n" + parser.epilog if parser.epilog else "")
+    parser.add_argument("--config", metavar="FILE", default=None, help="YAML config file")
+    parser.add_argument(
+        "--set",
+        dest="config_set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one config option (repeatable), e.g. --set train.lr=3e-4",
+    )
+    parser.add_argument(
+        "config_overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="more config overrides (same as --set)",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the resolved config and exit"
+    )
+    parser.set_defaults(config_cls=cls)
+
+
+def parse_args(
+    parser: argparse.ArgumentParser, argv: typing.Sequence[str] | None = None
+) -> argparse.Namespace:
+    """``parser.parse_args`` that also accepts KEY=VALUE words after options for commands
+    with a config (argparse stops filling positionals once an option intervenes)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra and hasattr(args, "config_cls") and all(_is_override(w) for w in extra):
+        args.config_overrides = [*args.config_overrides, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def _is_override(word: str) -> bool:
+    return "=" in word and not word.startswith("-")
+
+
+def resolve_config(args: argparse.Namespace, cls: type | None = None) -> Any:
+    """The config from ``args`` (file, then --set, then KEY=VALUE words).
+
+    Raises `ConfigError` (one line, naming the key) on unknown keys or bad values; with
+    ``--print-config`` prints the resolved config (secrets redacted) and exits.
+    """
+    cls = cls or args.config_cls
+    overrides = [*args.config_set, *args.config_overrides]
+    cfg = load_config(cls, args.config, overrides)
+    if getattr(args, "print_config", False):
+        sys.stdout.write(yaml.safe_dump(redact(cfg), sort_keys=False))
+        raise SystemExit(0)
+    return cfg
+
+
+def start_run(path: str | Path, config: Any) -> Any:
+    """Create the run folder and save the resolved config (secrets redacted) in it."""
+    from devicerl.runtime.run_dir import RunDir
+
+    run = RunDir(path).create()
+    run.save_config(config)
+    return run

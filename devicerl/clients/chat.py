@@ -1,0 +1,260 @@
+"""A client for OpenAI-compatible chat completions (vLLM, hosted APIs, Gemini's endpoint).
+
+Shared by the API agent and the VLM judge. It is thread-safe and bounded:
+- a concurrency cap (semaphore) and an optional token-bucket rate limit (requests per minute);
+- retries with exponential backoff (honouring ``Retry-After``) on 429, 5xx, timeouts,
+  connection errors and unreadable bodies; other 4xx fail at once;
+- the API key is read from the environment variable named by ``api_key_env`` and is never
+  stored in configs, logs or errors.
+
+`ChatClient.complete` returns a `ChatReply` or raises `ChatError` once retries are spent; callers
+turn that into an invalid action or an "unknown" verdict, so a dead API never crashes a run.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import numpy as np
+
+from devicerl.errors import ConfigError, DeviceRLError
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+
+
+class ChatError(DeviceRLError):
+    """The endpoint could not answer (after bounded retries) or refused the request."""
+
+    def __init__(self, message: str, status: int | None = None, attempts: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempts = attempts
+
+
+@dataclass
+class ChatConfig:
+    """Where and how to call a chat-completions endpoint."""
+
+    base_url: str = field(
+        default="http://127.0.0.1:8000/v1", metadata={"help": "endpoint base URL (…/v1)"}
+    )
+    model: str = field(default="", metadata={"help": "model name sent with each request"})
+    api_key_env: str = field(
+        default="OPENAI_API_KEY",
+        metadata={"help": "name of the environment variable that holds the API key"},
+    )
+    timeout_s: float = field(default=60.0, metadata={"help": "per-request timeout"})
+    max_retries: int = field(default=4, metadata={"help": "retries after the first attempt"})
+    backoff_s: float = field(default=1.0, metadata={"help": "first retry delay (doubles)"})
+    backoff_max_s: float = field(default=30.0, metadata={"help": "longest retry delay"})
+    max_concurrency: int = field(default=8, metadata={"help": "requests in flight at once"})
+    requests_per_minute: float = field(
+        default=0.0, metadata={"help": "token-bucket rate limit; 0 means unlimited"}
+    )
+    burst: int = field(default=1, metadata={"help": "token-bucket capacity"})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature"})
+    max_tokens: int = field(default=512, metadata={"help": "longest reply"})
+
+    def validate(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"base_url must start with http:// or https://, got {self.base_url!r}"
+            )
+        if self.max_concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
+            raise ConfigError("max_concurrency >= 1, max_retries >= 0 and timeout_s > 0 required")
+        if self.requests_per_minute < 0 or self.burst < 1:
+            raise ConfigError("requests_per_minute >= 0 and burst >= 1 required")
+
+
+class TokenBucket:
+    """Blocks callers so that at most ``rate`` requests per second start (bursts of ``burst``)."""
+
+    def __init__(self, rate_per_s: float, burst: int = 1) -> None:
+        self.rate = rate_per_s
+        self.capacity = float(burst)
+        self._tokens = float(burst)
+        self._last = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> None:
+        if self.rate <= 0:
+            return
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._tokens = min(self.capacity, self._tokens + (now - self._last) * self.rate)
+                self._last = now
+                if self._tokens >= 1.0:
+                    self._tokens -= 1.0
+                    return
+                wait = (1.0 - self._tokens) / self.rate
+            time.sleep(wait)
+
+
+@dataclass
+class ChatReply:
+    """One successful completion."""
+
+    text: str
+    raw: dict[str, Any]
+    attempts: int
+    latency_s: float
+    usage: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChatStats:
+    """Counters for logs and tests (thread-safe updates through the client)."""
+
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    started_at: list[float] = field(default_factory=list)
+
+
+def encode_image(image: np.ndarray | bytes, fmt: str = "png", quality: int = 85) -> str:
+    """A ``data:`` URL for an H x W x 3 uint8 array (or already-encoded bytes)."""
+    if isinstance(image, bytes):
+        data, mime = image, "image/png" if image[:4] == b"\x89PNG" else "image/jpeg"
+    else:
+        from PIL import Image
+
+        buf = io.BytesIO()
+        img = Image.fromarray(np.ascontiguousarray(image))
+        if fmt == "jpeg":
+            img.save(buf, format="JPEG", quality=quality)
+            mime = "image/jpeg"
+        else:
+            img.save(buf, format="PNG")
+            mime = "image/png"
+        data = buf.getvalue()
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def image_part(image: np.ndarray | bytes, fmt: str = "png") -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": encode_image(image, fmt)}}
+
+
+def text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+class ChatClient:
+    """Thread-safe chat-completions client with concurrency cap, rate limit and retries."""
+
+    def __init__(self, config: ChatConfig, transport: httpx.BaseTransport | None = None) -> None:
+        config.validate()
+        self.config = config
+        self._sem = threading.BoundedSemaphore(config.max_concurrency)
+        self._bucket = TokenBucket(config.requests_per_minute / 60.0, config.burst)
+        self._http = httpx.Client(timeout=config.timeout_s, transport=transport)
+        self._lock = threading.Lock()
+        self.stats = ChatStats()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"ChatClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.config.api_key_env, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _delay(self, attempt: int, retry_after: str | None) -> float:
+        base = self.config.backoff_s * (2**attempt)
+        if retry_after:
+            with contextlib.suppress(ValueError):
+                base = max(base, float(retry_after))
+        return min(self.config.backoff_max_s, base) * (0.8 + 0.4 * random.random())
+
+    def complete(self, messages: Sequence[Message], **params: Any) -> ChatReply:
+        """Send one chat request; retry within bounds; raise `ChatError` when out of retries."""
+        body: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": list(messages),
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
+        body.update(params)
+        url = self.config.base_url.rstrip("/") + "/chat/completions"
+        last = "no attempt made"
+        status: int | None = None
+        t0 = time.perf_counter()
+        for attempt in range(self.config.max_retries + 1):
+            retry_after = None
+            with self._sem:
+                self._bucket.acquire()
+                with self._lock:
+                    self.stats.requests += 1
+                    self.stats.started_at.append(time.monotonic())
+                try:
+                    resp = self._http.post(url, json=body, headers=self._headers())
+                    status = resp.status_code
+                except httpx.TimeoutException:
+                    status, last = None, f"timed out after {self.config.timeout_s}s"
+                    resp = None
+                except httpx.TransportError as e:
+                    status, last = None, f"connection error: {type(e).__name__}"
+                    resp = None
+            if resp is not None:
+                if status == 200:
+                    try:
+                        return self._reply(resp.json(), attempt + 1, time.perf_counter() - t0)
+                    except (ValueError, KeyError, IndexError, TypeError) as e:
+                        last = f"unreadable reply body ({type(e).__name__})"
+                elif status == 429 or (status is not None and status >= 500):
+                    last = f"HTTP {status}: {resp.text[:200]}"
+                    retry_after = resp.headers.get("retry-after")
+                else:
+                    with self._lock:
+                        self.stats.failures += 1
+                    raise ChatError(
+                        f"{url} refused the request: HTTP {status}: {resp.text[:200]}",
+                        status,
+                        attempt + 1,
+                    )
+            if attempt < self.config.max_retries:
+                with self._lock:
+                    self.stats.retries += 1
+                delay = self._delay(attempt, retry_after)
+                log.info("chat request failed (%s); retry %d in %.2fs", last, attempt + 1, delay)
+                time.sleep(delay)
+        with self._lock:
+            self.stats.failures += 1
+        raise ChatError(
+            f"{url}: gave up after {self.config.max_retries + 1} attempts: {last}",
+            status,
+            self.config.max_retries + 1,
+        )
+
+    @staticmethod
+    def _reply(data: dict[str, Any], attempts: int, latency: float) -> ChatReply:
+        content = data["choices"][0]["message"]["content"]
+        if isinstance(content, list):  # some servers return content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        if not isinstance(content, str):
+            raise TypeError("message content is not text")
+        return ChatReply(content, data, attempts, latency, data.get("usage") or {})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ChatClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,168 @@
+"""Screenshot and value codecs for the trajectory store.
+
+Images: `encode_image(pixels, codec)` / `decode_image(data)`. The codec is sniffed from the
+bytes on decode (PNG, JPEG and WebP magic numbers, or our ``raw`` header), so a store may mix
+codecs and readers need no codec column. Codec specs:
+
+- ``"png"`` (lossless, zlib level 1), ``"png:6"`` (smaller, slower);
+- ``"webp-lossless"`` (lossless, smaller than PNG, slower to encode);
+- ``"jpeg:90"`` / ``"webp:90"`` (lossy; `LOSSY_BOUND` documents the error we accept);
+- ``"raw"`` (lossless: a small header + zstd-compressed pixels; fastest, larger on photos,
+  not viewable by browsers or Pillow, so the viewer re-encodes it).
+
+Values: `dumps_json` / `loads_json` write JSON where numpy arrays survive exactly (tagged
+base64) and numpy scalars become Python numbers. Tuples come back as lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import struct
+from typing import Any
+
+import numpy as np
+
+from devicerl.errors import DataError
+
+#: The default screenshot codec (chosen by benchmarks/store_codec.py; see README).
+DEFAULT_CODEC = "webp-lossless"
+
+#: Worst-case quality we accept from a lossy codec at its default quality: mean absolute error
+#: per channel (0-255 scale) and PSNR in dB, on UI screenshots. Tests hold lossy codecs to this.
+LOSSY_BOUND = {"mean_abs_error": 4.0, "psnr_db": 30.0}
+
+_RAW_MAGIC = b"DRLRAW1\x00"
+_NDARRAY_TAG = "__ndarray__"
+
+
+def _parse_spec(codec: str) -> tuple[str, int | None]:
+    name, _, arg = codec.partition(":")
+    if name not in ("png", "jpeg", "webp", "webp-lossless", "raw"):
+        raise ValueError(
+            f"unknown image codec {codec!r} (use png, png:LEVEL, jpeg:Q, webp:Q, "
+            "webp-lossless or raw)"
+        )
+    if arg and not arg.isdigit():
+        raise ValueError(f"image codec {codec!r}: {arg!r} is not an integer")
+    return name, int(arg) if arg else None
+
+
+def check_codec(codec: str) -> str:
+    """Validate a codec spec (raises ValueError naming it); returns it unchanged."""
+    _parse_spec(codec)
+    return codec
+
+
+def is_lossless(codec: str) -> bool:
+    return _parse_spec(codec)[0] in ("png", "webp-lossless", "raw")
+
+
+def encode_image(pixels: np.ndarray, codec: str = DEFAULT_CODEC) -> bytes:
+    """H x W x 3 uint8 pixels -> compressed bytes in ``codec``."""
+    name, arg = _parse_spec(codec)
+    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+    if name == "raw":
+        import pyarrow as pa
+
+        h, w, c = pixels.shape
+        packed = pa.compress(pixels.tobytes(), codec="zstd", asbytes=True)
+        return _RAW_MAGIC + struct.pack("<III", h, w, c) + packed
+    from PIL import Image
+
+    img = Image.fromarray(pixels, "RGB")
+    buf = io.BytesIO()
+    if name == "png":
+        img.save(buf, format="PNG", compress_level=1 if arg is None else arg)
+    elif name == "jpeg":
+        img.save(buf, format="JPEG", quality=90 if arg is None else arg)
+    elif name == "webp":
+        img.save(buf, format="WEBP", quality=90 if arg is None else arg, method=0)
+    else:  # webp-lossless
+        img.save(buf, format="WEBP", lossless=True, quality=0 if arg is None else arg, method=0)
+    return buf.getvalue()
+
+
+def image_format(data: bytes) -> str:
+    """'png', 'jpeg', 'webp' or 'raw', from the magic bytes; raises DataError otherwise."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:3] == b"\xff\xd8\xff":
+        return "jpeg"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data[:8] == _RAW_MAGIC:
+        return "raw"
+    raise DataError(f"unknown image encoding (first bytes {data[:12]!r})")
+
+
+def decode_image(data: bytes) -> np.ndarray:
+    """Compressed bytes (any supported codec) -> H x W x 3 uint8 pixels."""
+    fmt = image_format(data)
+    try:
+        if fmt == "raw":
+            import pyarrow as pa
+
+            h, w, c = struct.unpack("<III", data[8:20])
+            raw = pa.decompress(data[20:], decompressed_size=h * w * c, codec="zstd", asbytes=True)
+            return np.frombuffer(raw, dtype=np.uint8).reshape(h, w, c).copy()
+        from PIL import Image
+
+        with Image.open(io.BytesIO(data)) as img:
+            return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
+    except DataError:
+        raise
+    except Exception as e:
+        raise DataError(f"cannot decode {fmt} image: {e}") from None
+
+
+def to_browser_image(data: bytes) -> tuple[bytes, str]:
+    """Bytes a browser can show, and their file extension (re-encodes ``raw`` as PNG)."""
+    fmt = image_format(data)
+    if fmt == "raw":
+        return encode_image(decode_image(data), "png"), "png"
+    return data, "jpg" if fmt == "jpeg" else fmt
+
+
+def image_error(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """Mean absolute error and PSNR between two images of the same shape."""
+    diff = a.astype(np.float64) - b.astype(np.float64)
+    mse = float(np.mean(diff**2))
+    psnr = float("inf") if mse == 0 else 10.0 * np.log10(255.0**2 / mse)
+    return {"mean_abs_error": float(np.mean(np.abs(diff))), "psnr_db": psnr}
+
+
+# -- JSON values ---------------------------------------------------------------------------------
+def _default(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray):
+        data = base64.b64encode(np.ascontiguousarray(obj).tobytes()).decode("ascii")
+        return {_NDARRAY_TAG: data, "dtype": obj.dtype.str, "shape": list(obj.shape)}
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=repr)
+    if hasattr(obj, "value") and isinstance(getattr(obj, "value", None), (str, int)):
+        return obj.value  # enums
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def _hook(d: dict[str, Any]) -> Any:
+    if _NDARRAY_TAG in d and "dtype" in d and "shape" in d:
+        raw = base64.b64decode(d[_NDARRAY_TAG])
+        return np.frombuffer(raw, dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
+    return d
+
+
+def dumps_json(value: Any) -> str | None:
+    """JSON text of ``value`` (None stays None); numpy arrays are kept exactly."""
+    if value is None:
+        return None
+    return json.dumps(value, default=_default, ensure_ascii=False, allow_nan=True)
+
+
+def loads_json(text: str | None) -> Any:
+    """Inverse of `dumps_json`."""
+    if text is None:
+        return None
+    return json.loads(text, object_hook=_hook)

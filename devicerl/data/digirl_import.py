@@ -1,0 +1,291 @@
+"""Import DigiRL's released trajectory files (``*.pt``) into the trajectory store.
+
+The reference saves ``torch.save(list_of_trajectories)``; each trajectory is a list of step
+dicts with keys ``observation`` (the AutoUI prompt: "Previous Actions: ... Goal: <task></s>"),
+``next_observation``, ``image_features`` / ``next_image_features`` (BLIP-2 image features,
+numpy arrays), ``image_path``, ``task`` (the instruction), ``reward``, ``done``, ``action`` (the
+model's AutoUI text), ``trajectory_reward`` and ``mc_return``.
+
+Loading is safe: `torch.load(weights_only=True)` with only numpy's array/scalar/dtype
+constructors allowed; anything else in the pickle (a function call, a foreign class) is
+refused with a `DataError`, never executed.
+
+Mapping (documented choices):
+- ``action`` is parsed with `parse_autoui` (never fails; unparseable text becomes an invalid
+  action) and kept verbatim in `Step.text`.
+- ``image_path`` names the screenshot taken *after* the step (the reference saves
+  ``<id>_<n>.png`` after its n-th action), so step h's own screenshot is step h-1's
+  ``image_path``, the first one is the same name with n-1, and the last ``image_path`` is the
+  final observation. Images are read from ``image_root / basename`` (or the path itself) when
+  present; otherwise the screenshot is None.
+- ``image_features`` go to ``Observation.extras["image_features"]`` (float32 array; the last
+  ``next_image_features`` to the final observation), unless ``features=False``. The prompt is in
+  ``extras["prompt"]``; ``mc_return`` and ``trajectory_reward`` in each step's ``info``.
+- Outcome: success when the trajectory reward is positive; otherwise ``agent_ended`` if the
+  last action is complete/impossible, else ``max_steps``. Screen size is the image size, or
+  (0, 0) when no image is available. Task names come from ``task_names`` (instruction -> name,
+  e.g. from an AitW list) or are ``digirl/<hash of the instruction>``.
+- Episode ids are derived from the file name and position, so importing a file twice gives
+  the same ids (readers drop the duplicates).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from devicerl.actions import parse_autoui
+from devicerl.errors import DataError
+from devicerl.records import EndReason, Observation, Step, Trajectory
+
+REQUIRED_KEYS = ("observation", "task", "reward", "done", "action")
+_NUMBERED = re.compile(r"^(.*_)(\d+)(\.\w+)$")
+
+
+def _safe_globals() -> list[Any]:
+    """numpy's array, scalar and dtype constructors, under their numpy 1 and 2 names."""
+    core = np._core.multiarray if hasattr(np, "_core") else np.core.multiarray  # type: ignore[attr-defined]
+    allowed: list[Any] = [np.ndarray, np.dtype]
+    for fn in (core._reconstruct, core.scalar):
+        for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
+            allowed.append((fn, f"{mod}.{fn.__name__}"))
+    for t in (np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64):
+        allowed.append(type(np.dtype(t)))
+    allowed += [type(np.dtype(np.uint8)), type(np.dtype(np.bool_))]
+    return allowed
+
+
+def load_digirl_file(path: str | Path) -> list[list[dict[str, Any]]]:
+    """Safely load a DigiRL ``.pt`` file; raises `DataError` naming the file on anything odd."""
+    import torch
+
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"DigiRL trajectory file {p} does not exist")
+    try:
+        with torch.serialization.safe_globals(_safe_globals()):
+            data = torch.load(p, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        detail = next((ln for ln in str(e).splitlines() if "GLOBAL" in ln), str(e).splitlines()[0])
+        raise DataError(
+            f"refused to load {p}: it holds objects outside the allow-list (tensors, numpy "
+            f"arrays and plain values); {detail.strip()}"
+        ) from None
+    except Exception as e:
+        raise DataError(
+            f"cannot read DigiRL trajectory file {p}: {type(e).__name__}: {e}"
+        ) from None
+    return _check_structure(data, p)
+
+
+def _check_structure(data: Any, p: Path) -> list[list[dict[str, Any]]]:
+    if not isinstance(data, list):
+        raise DataError(f"{p}: expected a list of trajectories, got {type(data).__name__}")
+    for i, traj in enumerate(data):
+        if not isinstance(traj, list):
+            raise DataError(f"{p}: trajectory {i} is a {type(traj).__name__}, not a list of steps")
+        for j, step in enumerate(traj):
+            if not isinstance(step, Mapping):
+                raise DataError(f"{p}: trajectory {i} step {j} is not a dict")
+            missing = [k for k in REQUIRED_KEYS if k not in step]
+            if missing:
+                raise DataError(f"{p}: trajectory {i} step {j} lacks keys {missing}")
+    return data
+
+
+def _as_array(value: Any) -> np.ndarray | None:
+    if value is None or isinstance(value, str):
+        return None
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    arr = np.asarray(value)
+    return arr.astype(np.float32) if arr.dtype.kind == "f" else arr
+
+
+def _image_paths(steps: list[Mapping[str, Any]]) -> list[str | None]:
+    """Screenshot path of each step's observation, then of the final observation."""
+    after = [str(s["image_path"]) if s.get("image_path") else None for s in steps]
+    first = None
+    if after and after[0]:
+        m = _NUMBERED.match(after[0])
+        if m and int(m.group(2)) > 0:
+            first = f"{m.group(1)}{int(m.group(2)) - 1}{m.group(3)}"
+    return [first, *after]
+
+
+@dataclass
+class ImportStats:
+    """What an import did: counts, and how many screenshots were found."""
+
+    trajectories: int = 0
+    steps: int = 0
+    successes: int = 0
+    images_found: int = 0
+    images_missing: int = 0
+
+
+class _Images:
+    def __init__(self, root: Path | None, stats: ImportStats) -> None:
+        self.root, self.stats = root, stats
+
+    def load(self, path: str | None) -> np.ndarray | None:
+        if path is None:
+            return None
+        candidates = [Path(path)]
+        if self.root is not None:
+            candidates.insert(0, self.root / Path(path).name)
+        for c in candidates:
+            if c.is_file():
+                from devicerl.data.codec import decode_image
+
+                self.stats.images_found += 1
+                return decode_image(c.read_bytes())
+        self.stats.images_missing += 1
+        return None
+
+
+def task_name_for(instruction: str, task_names: Mapping[str, str] | None) -> str:
+    key = " ".join(instruction.lower().split())
+    if task_names and key in task_names:
+        return task_names[key]
+    return "digirl/" + hashlib.sha1(key.encode("utf-8")).hexdigest()[:10]
+
+
+def _observation(
+    instruction: str, prompt: Any, pixels: np.ndarray | None, feats: Any, path: str | None
+) -> Observation:
+    extras: dict[str, Any] = {"prompt": str(prompt) if prompt is not None else ""}
+    if path:
+        extras["image_path"] = path
+    arr = _as_array(feats)
+    if arr is not None:
+        extras["image_features"] = arr
+    size = (int(pixels.shape[1]), int(pixels.shape[0])) if pixels is not None else (0, 0)
+    return Observation(instruction, size, pixels, extras=extras)
+
+
+def convert_trajectory(
+    steps: list[Mapping[str, Any]],
+    *,
+    source: str,
+    index: int,
+    images: _Images,
+    features: bool = True,
+    task_names: Mapping[str, str] | None = None,
+) -> Trajectory:
+    """One reference trajectory (list of step dicts) as a `Trajectory`."""
+    instruction = str(steps[0]["task"]) if steps else ""
+    paths = _image_paths(steps)
+    pixels = [images.load(p) for p in paths]
+    traj = Trajectory(
+        task=task_name_for(instruction, task_names),
+        instruction=instruction,
+        episode_id=uuid.uuid5(uuid.NAMESPACE_URL, f"digirl:{source}#{index}").hex,
+        device="digirl-import",
+        started_at=0.0,
+        extras={"source": "digirl", "file": source, "index": index},
+    )
+    for h, d in enumerate(steps):
+        feats = d.get("image_features") if features else None
+        obs = _observation(instruction, d["observation"], pixels[h], feats, paths[h])
+        obs.step = h
+        info = {k: _plain(d[k]) for k in ("mc_return", "trajectory_reward", "done") if k in d}
+        text = str(d["action"])
+        traj.steps.append(
+            Step(obs, parse_autoui(text), float(d["reward"]), bool(d["done"]), info=info, text=text)
+        )
+    if steps:
+        last = steps[-1]
+        feats = last.get("next_image_features") if features else None
+        prompt = last.get("next_observation")
+        traj.final_observation = _observation(instruction, prompt, pixels[-1], feats, paths[-1])
+        traj.final_observation.step = len(steps)
+    success = traj.total_reward > 0
+    if success:
+        reason = EndReason.SUCCESS
+    elif traj.steps and traj.steps[-1].action.is_terminal:
+        reason = EndReason.AGENT_ENDED
+    else:
+        reason = EndReason.MAX_STEPS
+    traj.end(reason, success=success)
+    traj.ended_at = None
+    return traj
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def iter_digirl(
+    path: str | Path,
+    *,
+    image_root: str | Path | None = None,
+    features: bool = True,
+    task_names: Mapping[str, str] | None = None,
+    stats: ImportStats | None = None,
+) -> Iterator[Trajectory]:
+    """Trajectories of a DigiRL file, converted (empty trajectories are skipped)."""
+    p = Path(path)
+    stats = stats if stats is not None else ImportStats()
+    images = _Images(Path(image_root) if image_root else None, stats)
+    for i, steps in enumerate(load_digirl_file(p)):
+        if not steps:
+            continue
+        try:
+            t = convert_trajectory(
+                steps,
+                source=p.name,
+                index=i,
+                images=images,
+                features=features,
+                task_names=task_names,
+            )
+        except (TypeError, ValueError) as e:
+            raise DataError(f"{p}: trajectory {i}: {e}") from None
+        stats.trajectories += 1
+        stats.steps += t.length
+        stats.successes += int(t.success)
+        yield t
+
+
+def import_digirl(
+    paths: list[str | Path],
+    store_folder: str | Path,
+    *,
+    image_root: str | Path | None = None,
+    features: bool = True,
+    task_names: Mapping[str, str] | None = None,
+    codec: str | None = None,
+) -> ImportStats:
+    """Convert DigiRL files into the store at ``store_folder`` (written 64 episodes a shard).
+
+    Episode ids are derived from the file name and position, so importing the same file again
+    skips the episodes the store already holds.
+    """
+    from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+
+    stats = ImportStats()
+    kw = {"codec": codec} if codec else {}
+    existing: set[str] = set()
+    if Path(store_folder).is_dir():
+        existing = set(TrajectoryStore(store_folder).index().column("episode_id").to_pylist())
+    with TrajectoryWriter(store_folder, flush_every=64, flush_interval_s=None, **kw) as writer:
+        for path in paths:
+            for traj in iter_digirl(
+                path,
+                image_root=image_root,
+                features=features,
+                task_names=task_names,
+                stats=stats,
+            ):
+                if traj.episode_id not in existing:
+                    writer.append(traj)
+    return stats

@@ -1,0 +1,403 @@
+"""Append-only trajectory store: a folder of Parquet shards (layout in `devicerl.data.schema`).
+
+- `TrajectoryWriter(folder).append(trajectory)` buffers finished episodes and writes them as a
+  new shard every ``flush_every`` episodes (default 1) or once ``flush_interval_s`` has passed,
+  atomically (temp file, fsync, rename). A crash loses only episodes not yet flushed; a reader
+  never sees a half-written shard under a real name. Several writers (processes, hosts) can share
+  a folder: shard names carry a per-writer id.
+- `TrajectoryStore(folder)` reads: `iter_trajectories` (lazy, filter by task / outcome),
+  `load` (by episode id), `index` (episode metadata, no pixels), `to_hf_dataset`, `compact`.
+  A corrupt, partial or foreign shard raises `DataError` naming the file; ``skip_bad=True``
+  logs a warning and goes on with the other shards.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from devicerl.data.codec import DEFAULT_CODEC, check_codec
+from devicerl.data.schema import (
+    EPISODE_COLUMNS,
+    META_VERSION,
+    SCHEMA,
+    STORE_VERSION,
+    table_to_trajectories,
+    trajectories_table,
+)
+from devicerl.errors import DataError
+from devicerl.records import Trajectory
+
+logger = logging.getLogger(__name__)
+
+SHARD_GLOB = "shard-*.parquet"
+
+
+def _write_atomic(table: pa.Table, path: Path, fsync: bool) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if fsync:
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class TrajectoryWriter:
+    """Appends finished trajectories to a store folder as small atomic shards. Thread-safe.
+
+    With ``background=True`` a worker thread encodes and writes, so `append` costs the caller
+    almost nothing (at most ``max_pending`` episodes wait; then `append` blocks). A write error
+    is raised by the next `append`, `flush` or `close`.
+    """
+
+    def __init__(
+        self,
+        folder: str | Path,
+        *,
+        codec: str = DEFAULT_CODEC,
+        flush_every: int = 1,
+        flush_interval_s: float | None = 10.0,
+        fsync: bool = True,
+        background: bool = False,
+        max_pending: int = 64,
+    ) -> None:
+        if flush_every < 1:
+            raise ValueError(f"flush_every must be >= 1, got {flush_every}")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.codec = check_codec(codec)
+        self.flush_every = flush_every
+        self.flush_interval_s = flush_interval_s
+        self.fsync = fsync
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        self.writer_id = f"{stamp}-{uuid.uuid4().hex[:8]}"
+        self._seq = 0
+        self._buffer: list[Trajectory] = []
+        self._first_buffered_at = 0.0
+        self._lock = threading.Lock()
+        self.episodes_written = 0
+        self.shards_written: list[Path] = []
+        self._error: BaseException | None = None
+        self._queue: queue.Queue[Trajectory | None] | None = None
+        if background:
+            self._queue = queue.Queue(maxsize=max_pending)
+            self._thread = threading.Thread(target=self._drain, name="trajectory-writer")
+            self._thread.daemon = True
+            self._thread.start()
+
+    def append(self, trajectory: Trajectory) -> None:
+        """Add a finished episode; a shard is written when the flush policy says so."""
+        if not trajectory.is_complete:
+            raise ValueError(f"{trajectory!r} is not finished (end_reason is unset)")
+        self._raise_pending()
+        if self._queue is not None:
+            self._queue.put(trajectory)
+        else:
+            self._add(trajectory)
+
+    def _add(self, trajectory: Trajectory) -> None:
+        with self._lock:
+            if not self._buffer:
+                self._first_buffered_at = time.monotonic()
+            self._buffer.append(trajectory)
+            due = len(self._buffer) >= self.flush_every or (
+                self.flush_interval_s is not None
+                and time.monotonic() - self._first_buffered_at >= self.flush_interval_s
+            )
+            if due:
+                self._flush_locked()
+
+    def _drain(self) -> None:
+        assert self._queue is not None
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                if self._error is None:
+                    self._add(item)
+            except BaseException as e:  # surfaced to the caller by _raise_pending
+                self._error = e
+            finally:
+                self._queue.task_done()
+
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def extend(self, trajectories: Iterable[Trajectory]) -> None:
+        for t in trajectories:
+            self.append(t)
+
+    def flush(self) -> Path | None:
+        """Write everything appended so far; returns the last shard written now (or None)."""
+        if self._queue is not None:
+            self._queue.join()
+        self._raise_pending()
+        with self._lock:
+            return self._flush_locked()
+
+    def _flush_locked(self) -> Path | None:
+        if not self._buffer:
+            return None
+        path = self.write_table(trajectories_table(self._buffer, self.codec))
+        self.episodes_written += len(self._buffer)
+        self._buffer = []
+        return path
+
+    def write_table(self, table: pa.Table) -> Path:
+        """Write an already-built shard table as this writer's next shard, atomically."""
+        path = self.folder / f"shard-{self.writer_id}-{self._seq:06d}.parquet"
+        _write_atomic(table, path, self.fsync)
+        self._seq += 1
+        self.shards_written.append(path)
+        return path
+
+    def close(self) -> None:
+        """Write what is pending and stop the background thread (if any)."""
+        if self._queue is not None and self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        self.flush()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _open_shard(path: Path) -> pq.ParquetFile:
+    """Open and check a shard; every failure is a DataError naming the file."""
+    try:
+        pf = pq.ParquetFile(path)
+        meta = pf.schema_arrow.metadata or {}
+    except FileNotFoundError:
+        raise DataError(f"trajectory shard {path} does not exist") from None
+    except Exception as e:
+        raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
+    version = meta.get(META_VERSION)
+    if version is None:
+        raise DataError(f"{path} is not a devicerl trajectory shard (no store version)")
+    if int(version) > STORE_VERSION:
+        raise DataError(
+            f"{path} has store version {int(version)}, newer than this devicerl "
+            f"({STORE_VERSION}); upgrade devicerl to read it"
+        )
+    missing = [n for n in SCHEMA.names if n not in pf.schema_arrow.names]
+    if missing:
+        raise DataError(f"trajectory shard {path} lacks columns {missing}")
+    return pf
+
+
+def _read(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    pf = _open_shard(path)
+    try:
+        return pf.read(columns=list(columns) if columns is not None else None)
+    except Exception as e:
+        raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
+
+
+class TrajectoryStore:
+    """Reads a store folder written by `TrajectoryWriter` (and by several of them)."""
+
+    def __init__(self, folder: str | Path, *, skip_bad: bool = False) -> None:
+        self.folder = Path(folder)
+        self.skip_bad = skip_bad
+        self.bad_shards: dict[Path, str] = {}
+
+    def shards(self) -> list[Path]:
+        """Shard files in write order (writer start time, then sequence)."""
+        if not self.folder.is_dir():
+            return []
+        return sorted(self.folder.glob(SHARD_GLOB))
+
+    def _guard(self, path: Path, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except DataError as e:
+            msg = str(e) if str(path) in str(e) else f"{path}: {e}"
+            if not self.skip_bad:
+                raise DataError(msg) from None
+            if path not in self.bad_shards:
+                logger.warning("skipping bad trajectory shard: %s", msg)
+            self.bad_shards[path] = msg
+            return None
+
+    def _tables(
+        self, columns: Sequence[str] | None = None, where: Callable[[pa.Table], Any] | None = None
+    ) -> Iterator[tuple[Path, pa.Table]]:
+        for path in self.shards():
+            table = self._guard(path, lambda p=path: _read(p, columns))
+            if table is None:
+                continue
+            if where is not None:
+                table = table.filter(where(table))
+            yield path, table
+
+    def iter_trajectories(
+        self,
+        *,
+        task: str | Sequence[str] | None = None,
+        success: bool | None = None,
+        end_reason: str | Sequence[str] | None = None,
+        screenshots: bool = True,
+    ) -> Iterator[Trajectory]:
+        """Trajectories one shard at a time, in write order, optionally filtered.
+
+        ``screenshots=False`` skips reading and decoding pixels (much faster for text agents
+        and statistics).
+        """
+        where = episode_filter(task, success, end_reason)
+        columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
+        seen: set[str] = set()
+        for path, table in self._tables(columns, where):
+            trajs = self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots)))
+            for traj in trajs or []:
+                if traj.episode_id not in seen:  # a crash mid-compaction leaves duplicates
+                    seen.add(traj.episode_id)
+                    yield traj
+
+    def __iter__(self) -> Iterator[Trajectory]:
+        return self.iter_trajectories()
+
+    def read_all(self, **filters: Any) -> list[Trajectory]:
+        return list(self.iter_trajectories(**filters))
+
+    def index(self) -> pa.Table:
+        """One row per episode (episode columns plus ``shard``), without pixels or steps."""
+        parts = []
+        for path, table in self._tables([*EPISODE_COLUMNS, "is_final"], _final_rows):
+            table = table.drop(["is_final"])
+            parts.append(table.append_column("shard", pa.array([path.name] * table.num_rows)))
+        if not parts:
+            fields = [SCHEMA.field(n) for n in EPISODE_COLUMNS] + [pa.field("shard", pa.string())]
+            return pa.schema(fields).empty_table()
+        table = pa.concat_tables(parts)
+        _, first = _unique_first(table.column("episode_id").to_pylist())
+        return table.take(first)
+
+    def load(self, episode_ids: Sequence[str], screenshots: bool = True) -> list[Trajectory]:
+        """Trajectories by id, in the order asked; unknown ids raise DataError."""
+        index = self.index()
+        shard_of = dict(
+            zip(index.column("episode_id").to_pylist(), index.column("shard").to_pylist())
+        )
+        missing = [e for e in episode_ids if e not in shard_of]
+        if missing:
+            raise DataError(f"episodes not in store {self.folder}: {missing[:5]}")
+        wanted = set(episode_ids)
+        found: dict[str, Trajectory] = {}
+        columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
+        for name in sorted({shard_of[e] for e in episode_ids}):
+            path = self.folder / name
+            table = self._guard(path, lambda p=path: _read(p, columns))
+            if table is None:
+                continue
+            table = table.filter(pc.is_in(table.column("episode_id"), pa.array(sorted(wanted))))
+            for t in self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots))):
+                found.setdefault(t.episode_id, t)
+        return [found[e] for e in episode_ids if e in found]
+
+    def __len__(self) -> int:
+        return self.index().num_rows
+
+    def to_hf_dataset(self, *, final_rows: bool = False, image_feature: bool = True) -> Any:
+        """The step rows as a Hugging Face `datasets.Dataset` (one row per step).
+
+        Deduplicated screenshots are filled in, so every row carries its own image; with
+        ``image_feature`` the column is a `datasets.Image` (decoded lazily to PIL images).
+        """
+        from devicerl.data.hf import to_hf_dataset
+
+        return to_hf_dataset(self, final_rows=final_rows, image_feature=image_feature)
+
+    def compact(self, max_episodes: int = 512) -> list[Path]:
+        """Merge shards into larger ones (fewer files to open); returns the new shards.
+
+        Do not run while another process reads the folder. A crash in the middle leaves
+        duplicates that readers drop, never a loss.
+        """
+        writer = TrajectoryWriter(self.folder, flush_every=max_episodes, flush_interval_s=None)
+        old = self.shards()
+        group: list[Path] = []
+        count = 0
+        for path in old:
+            if self._guard(path, lambda p=path: _open_shard(p)) is None:
+                continue
+            group.append(path)
+            count += int(pc.sum(_read(path, ["is_final"]).column("is_final")).as_py() or 0)
+            if count >= max_episodes:
+                _merge(writer, group)
+                group, count = [], 0
+        if len(group) > 1:
+            _merge(writer, group)
+        return writer.shards_written
+
+
+def _merge(writer: TrajectoryWriter, paths: list[Path]) -> None:
+    tables = [_read(p) for p in paths]
+    meta = {META_VERSION: str(STORE_VERSION).encode()}
+    writer.write_table(pa.concat_tables([t.replace_schema_metadata(meta) for t in tables]))
+    for p in paths:
+        p.unlink()
+
+
+def _final_rows(table: pa.Table) -> Any:
+    return pc.equal(table.column("is_final"), True)
+
+
+def _unique_first(ids: list[str]) -> tuple[set[str], list[int]]:
+    seen: set[str] = set()
+    first = []
+    for i, e in enumerate(ids):
+        if e not in seen:
+            seen.add(e)
+            first.append(i)
+    return seen, first
+
+
+def _as_list(v: str | Sequence[str]) -> list[str]:
+    return [v] if isinstance(v, str) else list(v)
+
+
+def episode_filter(
+    task: str | Sequence[str] | None = None,
+    success: bool | None = None,
+    end_reason: str | Sequence[str] | None = None,
+) -> Callable[[pa.Table], Any] | None:
+    """A row mask function for tables with episode columns (None when nothing is filtered)."""
+    if task is None and success is None and end_reason is None:
+        return None
+
+    def where(table: pa.Table) -> Any:
+        mask = pa.array([True] * table.num_rows)
+        if task is not None:
+            mask = pc.and_(mask, pc.is_in(table.column("task"), pa.array(_as_list(task))))
+        if success is not None:
+            mask = pc.and_(mask, pc.equal(table.column("success"), success))
+        if end_reason is not None:
+            reasons = pa.array(_as_list(end_reason))
+            mask = pc.and_(mask, pc.is_in(table.column("end_reason"), reasons))
+        return pc.fill_null(mask, False)
+
+    return where

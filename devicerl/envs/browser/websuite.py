@@ -1,0 +1,150 @@
+"""What a browser device needs to know about a suite of web tasks.
+
+The device is generic (pages, input, screenshots, DOM); a `WebSuite` says where a task lives,
+how an episode starts (a JavaScript expression, seeded) and how the task scores itself (a
+JavaScript expression evaluated together with the DOM at every step). `UrlSuite` runs any
+task that names a ``url`` in its params; MiniWoB++ lives in `devicerl.tasks.miniwob`. Suites
+are found by the task's suite name (``miniwob/click-test`` -> ``miniwob``) and loaded lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from devicerl.envs.base import TaskStatus
+from devicerl.errors import ConfigError, TaskError
+from devicerl.tasks.base import Task
+
+#: Named viewports: (width, height, mobile+touch).
+VIEWPORTS: dict[str, tuple[int, int, bool]] = {
+    "desktop": (1280, 800, False),
+    "phone": (540, 1170, True),
+}
+
+
+def parse_viewport(viewport: str | tuple[int, int] | list[int]) -> tuple[int, int, bool] | None:
+    """A viewport option as (width, height, mobile+touch); None for ``"auto"``."""
+    if viewport == "auto":
+        return None
+    if isinstance(viewport, str):
+        if viewport not in VIEWPORTS:
+            raise ConfigError(
+                f"unknown viewport {viewport!r}; use auto, {', '.join(VIEWPORTS)} or (w, h)"
+            )
+        return VIEWPORTS[viewport]
+    try:
+        w, h = (int(v) for v in viewport)
+    except (TypeError, ValueError):
+        raise ConfigError(f"viewport must be a name or (width, height), got {viewport!r}") from None
+    if w < 16 or h < 16:
+        raise ConfigError(f"viewport {viewport!r} is too small")
+    return (w, h, False)
+
+
+@dataclass(frozen=True)
+class PageSetup:
+    """Where a task's page is and which part of it is the screen.
+
+    ``screen`` is (x, y, width, height) in CSS pixels of the page viewport; ``None`` means the
+    whole viewport. ``viewport`` is the preferred (width, height) (``None``: the device's).
+    """
+
+    url: str
+    screen: tuple[int, int, int, int] | None = None
+    viewport: tuple[int, int] | None = None
+    skip_ids: tuple[str, ...] = ()
+    allow_hosts: tuple[str, ...] = ()
+    allow_files: bool = False
+
+
+class WebSuite(ABC):
+    """How a browser device runs the tasks of one suite (one instance per device)."""
+
+    #: Whether back/home may navigate. Single-page tasks (MiniWoB) would lose their state.
+    allow_navigation: bool = True
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    @abstractmethod
+    def page(self, task: Task) -> PageSetup:
+        """The page ``task`` runs on."""
+
+    def reset_script(self, task: Task, seed: int) -> str:
+        """A JS expression (may be a Promise) that starts an episode; its value goes to
+        `on_reset`."""
+        return "null"
+
+    def status_script(self, task: Task) -> str:
+        """A JS expression evaluated with every observation; its value goes to `on_status`."""
+        return "null"
+
+    def on_reset(self, task: Task, value: Any) -> tuple[str, dict[str, Any]]:
+        """The instruction and observation extras from the reset script's value."""
+        return task.instruction or "", {}
+
+    def on_status(self, task: Task, value: Any) -> TaskStatus:
+        return TaskStatus()
+
+    def reload_before_reset(self, task: Task, episode: int) -> bool:
+        """Whether to load the page again before episode number ``episode`` (0-based)."""
+        return True
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the suite holds for this device (e.g. a server lease)."""
+
+
+class UrlSuite(WebSuite):
+    """Any task with ``params["url"]``; optional ``params["success_js"]`` (a JS expression
+    that is truthy once solved) and ``params["allow_hosts"]`` (extra hosts)."""
+
+    def page(self, task: Task) -> PageSetup:
+        url = task.params.get("url")
+        if not url:
+            raise TaskError(f"browser task {task.name!r} has no params['url']")
+        parts = urlsplit(url)
+        hosts = tuple(task.params.get("allow_hosts", ()))
+        if parts.scheme in ("http", "https") and parts.netloc:
+            hosts = (parts.netloc, *hosts)
+        return PageSetup(url=url, allow_hosts=hosts, allow_files=parts.scheme == "file")
+
+    def status_script(self, task: Task) -> str:
+        js = task.params.get("success_js")
+        return f"!!({js})" if js else "null"
+
+    def on_status(self, task: Task, value: Any) -> TaskStatus:
+        if value is None:
+            return TaskStatus()
+        return TaskStatus(done=bool(value), success=bool(value), raw_reward=float(bool(value)))
+
+
+_SUITES: dict[str, Callable[..., WebSuite] | str] = {
+    "miniwob": "devicerl.tasks.miniwob:MiniWoBSuite",
+}
+
+
+def register_web_suite(name: str, factory: Callable[..., WebSuite] | str) -> None:
+    """Make tasks of suite ``name`` run with ``factory`` (a class or ``"module:attr"``)."""
+    _SUITES[name] = factory
+
+
+def make_web_suite(task: Task, options: dict[str, Any] | None = None) -> WebSuite:
+    """The suite object for ``task`` (`UrlSuite` when its suite has none registered)."""
+    factory = _SUITES.get(task.suite)
+    if factory is None:
+        return UrlSuite(**(options or {}))
+    if isinstance(factory, str):
+        module, _, attr = factory.partition(":")
+        factory = getattr(importlib.import_module(module), attr)
+    return factory(**(options or {}))
+
+
+def js_literal(value: Any) -> str:
+    """A Python value as a JS literal (JSON)."""
+    return json.dumps(value)

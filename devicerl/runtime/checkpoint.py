@@ -1,0 +1,207 @@
+"""Atomic, safe checkpoints: weights as safetensors, optimizers, trainer state, RNG states.
+
+Layout under ``<run>/checkpoints/``::
+
+    iter-000012/            one complete checkpoint (never modified after it is published)
+      <model>.safetensors   weights of each named model
+      <optim>.optim.pt      optimizer state dicts (tensors + numbers; loaded weights_only=True)
+      rng.safetensors       torch's CPU RNG state
+      state.json            trainer state, Python/NumPy RNG states, data pointers, manifest
+    latest                  name of the newest complete checkpoint
+
+A checkpoint is written into a temporary folder, fsynced, renamed into place, then ``latest`` is
+replaced atomically (temp + rename). A kill at any moment leaves either the previous or the new
+checkpoint published, never a half-written one. `load_latest` checks the manifest (file sizes)
+and falls back to an older checkpoint, naming the corrupt file, if the newest does not verify.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from devicerl.errors import DataError
+
+log = logging.getLogger(__name__)
+
+LATEST = "latest"
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write a small text file atomically (temp + fsync + rename)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def rng_state() -> dict[str, Any]:
+    """Python and NumPy global RNG states as JSON-friendly data (torch's is saved apart)."""
+    py = random.getstate()
+    return {
+        "python": [py[0], list(py[1]), py[2]],
+        "numpy": _np_state_to_json(np.random.get_state()),
+    }
+
+
+def _np_state_to_json(state: tuple) -> list:
+    name, keys, pos, has_gauss, cached = state
+    return [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]
+
+
+def set_rng_state(state: dict[str, Any], torch_state: torch.Tensor | None) -> None:
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if torch_state is not None:
+        torch.set_rng_state(torch_state)
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint."""
+
+    path: Path
+    iteration: int
+    models: dict[str, dict[str, torch.Tensor]]
+    optimizers: dict[str, dict[str, Any]]
+    state: dict[str, Any]
+
+    def restore_rng(self) -> None:
+        torch_rng = None
+        rng_file = self.path / "rng.safetensors"
+        if rng_file.exists():
+            torch_rng = load_file(str(rng_file))["torch"]
+        if "rng" in self.state:
+            set_rng_state(self.state["rng"], torch_rng)
+
+
+class CheckpointManager:
+    """Saves and loads checkpoints of a run, keeping the newest ``keep`` of them."""
+
+    def __init__(self, root: str | Path, keep: int = 3) -> None:
+        self.root = Path(root)
+        self.keep = max(1, keep)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def save(
+        self,
+        iteration: int,
+        models: dict[str, dict[str, torch.Tensor]],
+        optimizers: dict[str, dict[str, Any]],
+        state: dict[str, Any],
+    ) -> Path:
+        """Write and publish checkpoint ``iteration``; returns its folder."""
+        name = f"iter-{iteration:06d}"
+        final = self.root / name
+        tmp = self.root / f".tmp-{name}-{os.getpid()}"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+        for key, sd in models.items():
+            tensors = {k: v.detach().cpu().contiguous() for k, v in sd.items()}
+            save_file(tensors, str(tmp / f"{key}.safetensors"))
+        for key, osd in optimizers.items():
+            torch.save(osd, tmp / f"{key}.optim.pt")
+        save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        full_state = dict(state, iteration=iteration, rng=rng_state())
+        manifest = {p.name: p.stat().st_size for p in tmp.iterdir()}
+        full_state["manifest"] = manifest
+        (tmp / "state.json").write_text(json.dumps(full_state, indent=1), encoding="utf-8")
+        for p in tmp.iterdir():
+            _fsync_file(p)
+        _fsync_dir(tmp)
+        if final.exists():  # a re-run of the same iteration after a resume
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(self.root)
+        atomic_write_text(self.root / LATEST, name)
+        self._prune()
+        return final
+
+    def _prune(self) -> None:
+        done = self.published()
+        for old in done[: -self.keep]:
+            shutil.rmtree(old, ignore_errors=True)
+        for stale in self.root.glob(".tmp-*"):
+            if not stale.name.endswith(f"-{os.getpid()}"):
+                shutil.rmtree(stale, ignore_errors=True)
+
+    def published(self) -> list[Path]:
+        """Published checkpoints, oldest first."""
+        return sorted(p for p in self.root.glob("iter-*") if p.is_dir())
+
+    def _verify(self, path: Path) -> dict[str, Any]:
+        state_file = path / "state.json"
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise DataError(f"checkpoint file {state_file} is unreadable: {e}") from None
+        for fname, size in state.get("manifest", {}).items():
+            f = path / fname
+            if not f.exists() or f.stat().st_size != size:
+                raise DataError(f"checkpoint file {f} is missing or truncated")
+        return state
+
+    def load(self, path: str | Path) -> Checkpoint:
+        path = Path(path)
+        state = self._verify(path)
+        models, optimizers = {}, {}
+        for f in path.glob("*.safetensors"):
+            if f.name != "rng.safetensors":
+                try:
+                    models[f.stem] = load_file(str(f))
+                except Exception as e:
+                    raise DataError(f"checkpoint file {f} is corrupt: {e}") from None
+        for f in path.glob("*.optim.pt"):
+            try:
+                optimizers[f.name[: -len(".optim.pt")]] = torch.load(f, weights_only=True)
+            except Exception as e:
+                raise DataError(f"checkpoint file {f} is corrupt: {e}") from None
+        return Checkpoint(path, int(state["iteration"]), models, optimizers, state)
+
+    def load_latest(self) -> Checkpoint | None:
+        """The newest checkpoint that verifies (None when there is none)."""
+        candidates = self.published()
+        pointer = self.root / LATEST
+        if pointer.exists():
+            named = self.root / pointer.read_text(encoding="utf-8").strip()
+            if named in candidates:
+                candidates.remove(named)
+                candidates.append(named)
+        for path in reversed(candidates):
+            try:
+                return self.load(path)
+            except DataError as e:
+                log.warning("skipping checkpoint: %s", e)
+        return None

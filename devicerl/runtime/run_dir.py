@@ -1,0 +1,138 @@
+"""The run folder: one place that defines where a run keeps what.
+
+```
+RUN/
+  config.yaml       resolved config, secrets redacted (written at start; read to resume)
+  trajectories/     trajectory store (Parquet shards; devicerl.data.store)
+  metrics.jsonl     one JSON object per log call: {"step", "time", "<ns>/<name>": value, ...}
+  tb/               TensorBoard event files
+  checkpoints/      iter-<N>/ folders and a `latest` pointer (devicerl.runtime.checkpoint)
+  report/           static HTML report written by `devicerl view`
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+    from devicerl.runtime.checkpoint import CheckpointManager
+    from devicerl.runtime.metrics import LoggingConfig, MetricsLogger
+
+T = TypeVar("T")
+
+
+class RunDir:
+    """Paths and helpers of one run folder (nothing is created until `create`)."""
+
+    CONFIG = "config.yaml"
+    TRAJECTORIES = "trajectories"
+    METRICS = "metrics.jsonl"
+    TENSORBOARD = "tb"
+    CHECKPOINTS = "checkpoints"
+    REPORT = "report"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def trajectories(self) -> Path:
+        return self.path / self.TRAJECTORIES
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def tb_dir(self) -> Path:
+        return self.path / self.TENSORBOARD
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def report(self) -> Path:
+        return self.path / self.REPORT
+
+    def create(self) -> RunDir:
+        """Make the folder and its sub-folders (idempotent)."""
+        for p in (self.path, self.trajectories, self.checkpoints):
+            p.mkdir(parents=True, exist_ok=True)
+        return self
+
+    # -- config -------------------------------------------------------------------------------
+    def save_config(self, config: Any) -> Path:
+        """Write the resolved config (secrets redacted) as ``config.yaml``."""
+        from devicerl.config import save_config
+
+        save_config(config, self.config_path)
+        return self.config_path
+
+    def load_config(self, cls: type[T], overrides: list[str] | None = None) -> T:
+        """The saved config (for resuming), with optional dotted overrides on top.
+
+        Redacted secrets fall back to their defaults (secrets come from the environment), so
+        a resumed run never uses the redaction marker as a password.
+        """
+        from devicerl.config import apply_overrides, from_dict, read_yaml
+
+        data = _drop_redacted(read_yaml(self.config_path))
+        return from_dict(cls, apply_overrides(data, overrides or []))
+
+    # -- data and logs ------------------------------------------------------------------------
+    def store(self, *, skip_bad: bool = False) -> TrajectoryStore:
+        from devicerl.data.store import TrajectoryStore
+
+        return TrajectoryStore(self.trajectories, skip_bad=skip_bad)
+
+    def writer(self, **kwargs: Any) -> TrajectoryWriter:
+        """A `TrajectoryWriter` into this run's store (kwargs as for the writer)."""
+        from devicerl.data.store import TrajectoryWriter
+
+        return TrajectoryWriter(self.trajectories, **kwargs)
+
+    def metrics_logger(
+        self, config: LoggingConfig | None = None, run_config: Any = None
+    ) -> MetricsLogger:
+        from devicerl.runtime.metrics import MetricsLogger
+
+        return MetricsLogger(self.path, config, run_config=run_config)
+
+    def read_metrics(self) -> list[dict[str, Any]]:
+        from devicerl.runtime.metrics import read_metrics
+
+        return read_metrics(self.metrics_path) if self.metrics_path.exists() else []
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def checkpoint_manager(self, keep: int = 3) -> CheckpointManager:
+        """The run's `CheckpointManager` (``checkpoints/iter-N/`` + ``latest``)."""
+        from devicerl.runtime.checkpoint import CheckpointManager
+
+        return CheckpointManager(self.checkpoints, keep=keep)
+
+
+def _drop_redacted(data: dict[str, Any]) -> dict[str, Any]:
+    from devicerl.config import REDACTED
+
+    return {
+        k: _drop_redacted(v) if isinstance(v, dict) else v for k, v in data.items() if v != REDACTED
+    }
+
+
+def find_store(path: str | Path) -> Path:
+    """The store folder for ``path``: a run folder's ``trajectories/`` or a bare store folder."""
+    p = Path(path)
+    run = RunDir(p)
+    if run.trajectories.is_dir():
+        return run.trajectories
+    return p

@@ -1,0 +1,274 @@
+"""`build_report`: a static HTML report of a run (``devicerl view RUN_DIR``).
+
+One folder (``RUN/report/`` by default) with ``index.html``, ``img/`` (screenshots, JPEG,
+downscaled) and ``curves/`` (learning-curve PNGs). For each episode (newest first, at most
+``max_episodes``): every screenshot with the action drawn over it in SVG (a circle for a tap,
+an arrow for a swipe), the action, reward, the judge's verdict and the model's text; filters by
+task and outcome in a few lines of inline JavaScript. No server and no network are needed:
+open ``index.html`` in a browser.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+import string
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from devicerl.actions import Action, ActionType
+
+if TYPE_CHECKING:  # the heavy modules load in build_report, so `devicerl --help` stays fast
+    import numpy as np
+
+    from devicerl.records import Observation, Trajectory
+
+_LOAD_CHUNK = 16
+
+
+@dataclass
+class ViewConfig:
+    """Options of `devicerl view`."""
+
+    max_episodes: int = field(
+        default=200, metadata={"help": "show the newest N episodes (0 = all)"}
+    )
+    image_max_side: int = field(
+        default=720, metadata={"help": "downscale screenshots to at most this many pixels"}
+    )
+    image_quality: int = field(default=85, metadata={"help": "JPEG quality of report images"})
+    curves: bool = field(default=True, metadata={"help": "draw learning-curve PNGs"})
+    skip_bad: bool = field(
+        default=True, metadata={"help": "skip corrupt shards with a warning instead of failing"}
+    )
+
+    def validate(self) -> None:
+        from devicerl.errors import ConfigError
+
+        if self.max_episodes < 0:
+            raise ConfigError(f"max_episodes: must be >= 0, got {self.max_episodes}")
+        if self.image_max_side < 16:
+            raise ConfigError(f"image_max_side: must be >= 16, got {self.image_max_side}")
+        if not 1 <= self.image_quality <= 95:
+            raise ConfigError(f"image_quality: must be in 1..95, got {self.image_quality}")
+
+
+@dataclass
+class Report:
+    """What `build_report` wrote."""
+
+    path: Path
+    episodes_shown: int
+    episodes_total: int
+    curves: list[Path]
+    bad_shards: dict[Path, str]
+
+
+def outcome(t: Trajectory) -> str:
+    """The label the filters use: 'success', or the end reason of a non-successful episode."""
+    if t.success:
+        return "success"
+    return t.end_reason.value if t.end_reason is not None else "running"
+
+
+class _Images:
+    """Writes screenshots as downscaled JPEGs, once per distinct array of an episode."""
+
+    def __init__(self, folder: Path, max_side: int, quality: int) -> None:
+        self.folder, self.max_side, self.quality = folder, max_side, quality
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def write(self, pixels: np.ndarray, name: str) -> tuple[str, int, int]:
+        from PIL import Image
+
+        img = Image.fromarray(pixels)
+        img.thumbnail((self.max_side, self.max_side))
+        img.save(self.folder / name, format="JPEG", quality=self.quality)
+        return f"{self.folder.name}/{name}", pixels.shape[1], pixels.shape[0]
+
+
+def _marks(action: Action | None, w: float, h: float) -> str:
+    if action is None or action.type is not ActionType.DUAL_POINT:
+        return ""
+    assert action.touch is not None and action.lift is not None
+    (x0, y0), (x1, y1) = action.touch, action.lift
+    r = 0.025 * max(w, h)
+    if action.is_tap:
+        return f'<circle class="tap" cx="{x0 * w:.1f}" cy="{y0 * h:.1f}" r="{r:.1f}"/>'
+    return (
+        f'<circle class="swipe-start" cx="{x0 * w:.1f}" cy="{y0 * h:.1f}" r="{r * 0.6:.1f}"/>'
+        f'<line class="swipe" x1="{x0 * w:.1f}" y1="{y0 * h:.1f}" x2="{x1 * w:.1f}" '
+        f'y2="{y1 * h:.1f}" stroke-width="{r * 0.35:.1f}" marker-end="url(#arrow)"/>'
+    )
+
+
+def _screen(obs: Observation, image: tuple[str, int, int] | None, action: Action | None) -> str:
+    if image is not None:
+        src, w, h = image
+        body = f'<img src="{html.escape(src)}" alt="screenshot" loading="lazy">'
+    else:
+        w, h = obs.screen_size if min(obs.screen_size) > 0 else (9, 16)
+        body = '<div class="noshot">no screenshot</div>'
+    svg = f'<svg class="marks" viewBox="0 0 {w} {h}" preserveAspectRatio="none">'
+    marks = _marks(action, w, h)
+    return f'<div class="shot" style="aspect-ratio:{w}/{h}">{body}{svg}{marks}</svg></div>'
+
+
+def _kv(d: dict[str, Any] | None) -> str:
+    if not d:
+        return ""
+    items = "".join(
+        f"<span><b>{html.escape(str(k))}</b> {html.escape(_short(v))}</span>" for k, v in d.items()
+    )
+    return f'<div class="verdict">verdict: {items}</div>'
+
+
+def _short(v: Any, limit: int = 300) -> str:
+    s = v if isinstance(v, str) else json.dumps(v, default=str)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _step_html(i: int, t: Trajectory, images: list[tuple[str, int, int] | None]) -> str:
+    s = t.steps[i]
+    output = html.escape(s.text or "")
+    text = f"<details><summary>model output</summary><pre>{output}</pre></details>"
+    caption = (
+        f'<b>{i}</b> <span class="act">{html.escape(s.action.describe())}</span> '
+        f'<span class="reward">r={s.reward:g}</span>'
+        + (
+            f' <span class="invalid">{html.escape(s.info["invalid_action"])}</span>'
+            if s.info.get("invalid_action")
+            else ""
+        )
+        + _kv(s.verdict)
+        + (text if s.text else "")
+    )
+    screen = _screen(s.observation, images[i], s.action)
+    return f'<figure class="step">{screen}<figcaption>{caption}</figcaption></figure>'
+
+
+def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> str:
+    label = outcome(t)
+    steps = "".join(_step_html(i, t, images) for i in range(t.length))
+    if t.final_observation is not None:
+        final = _screen(t.final_observation, images[-1], None)
+        steps += f'<figure class="step final">{final}<figcaption>final</figcaption></figure>'
+    cause = f" ({html.escape(t.truncation_cause)})" if t.truncation_cause else ""
+    verdict = _kv(t.extras.get("verdict")) if isinstance(t.extras.get("verdict"), dict) else ""
+    head = (
+        f'<h2><span class="badge {label}">{label}</span>{cause} {html.escape(t.task)} '
+        f"<small>{t.length} steps, reward {t.total_reward:g}, seed {t.seed}, "
+        f"episode {t.episode_id[:12]}</small></h2>"
+        f'<p class="instr">{html.escape(t.instruction)}</p>{verdict}'
+    )
+    return (
+        f'<section class="episode" data-task="{html.escape(t.task, quote=True)}" '
+        f'data-outcome="{label}" data-episode="{t.episode_id}">{head}'
+        f'<div class="steps">{steps}</div></section>'
+    )
+
+
+def _episode_images(t: Trajectory, images: _Images) -> list[tuple[str, int, int] | None]:
+    """One entry per step plus one for the final observation."""
+    observations = [s.observation for s in t.steps] + [t.final_observation]
+    written: dict[int, tuple[str, int, int]] = {}
+    out: list[tuple[str, int, int] | None] = []
+    for i, obs in enumerate(observations):
+        px = obs.screenshot if obs is not None else None
+        if px is None:
+            out.append(None)
+            continue
+        if id(px) not in written:
+            written[id(px)] = images.write(px, f"{t.episode_id[:16]}-{i}.jpg")
+        out.append(written[id(px)])
+    return out
+
+
+def build_report(
+    run: str | Path, out: str | Path | None = None, config: ViewConfig | None = None
+) -> Report:
+    """Write the report of the run (or bare store) at ``run``; returns what was written."""
+    from devicerl.data.store import TrajectoryStore
+    from devicerl.runtime.plots import learning_curves
+    from devicerl.runtime.run_dir import RunDir, find_store
+
+    cfg = config or ViewConfig()
+    run_dir = RunDir(run)
+    out_dir = Path(out) if out is not None else run_dir.report
+    store = TrajectoryStore(find_store(run), skip_bad=cfg.skip_bad)
+    index = store.index()
+    ids = index.column("episode_id").to_pylist()
+    shown = ids[-cfg.max_episodes :] if cfg.max_episodes else ids
+    for sub in ("img", "curves"):
+        shutil.rmtree(out_dir / sub, ignore_errors=True)
+    images = _Images(out_dir / "img", cfg.image_max_side, cfg.image_quality)
+    sections, tasks, outcomes, wins, counted = [], set(), set(), 0, 0
+    newest_first = list(reversed(shown))
+    for start in range(0, len(newest_first), _LOAD_CHUNK):
+        for t in store.load(newest_first[start : start + _LOAD_CHUNK]):
+            sections.append(_episode_html(t, _episode_images(t, images)))
+            tasks.add(t.task)
+            outcomes.add(outcome(t))
+            if not t.is_truncated:
+                counted += 1
+                wins += int(t.success)
+    curves = (
+        learning_curves(run_dir.read_metrics(), out_dir / "curves", index) if cfg.curves else []
+    )
+    page = _page(
+        title=str(run_dir.path),
+        sections=sections,
+        tasks=sorted(tasks),
+        outcomes=sorted(outcomes),
+        total=len(ids),
+        success=(wins / counted) if counted else None,
+        curves=[p.relative_to(out_dir).as_posix() for p in curves],
+        bad=store.bad_shards,
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir / ".index.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out_dir / "index.html")
+    return Report(out_dir / "index.html", len(sections), len(ids), curves, dict(store.bad_shards))
+
+
+def _options(values: list[str]) -> str:
+    return "".join(
+        f'<option value="{html.escape(v, quote=True)}">{html.escape(v)}</option>' for v in values
+    )
+
+
+def _page(
+    *,
+    title: str,
+    sections: list[str],
+    tasks: list[str],
+    outcomes: list[str],
+    total: int,
+    success: float | None,
+    curves: list[str],
+    bad: dict[Path, str],
+) -> str:
+    rate = f"{success:.1%}" if success is not None else "n/a"
+    bad_html = "".join(f"<li>{html.escape(msg)}</li>" for msg in bad.values())
+    bad_html = f'<ul class="bad">skipped shards: {bad_html}</ul>' if bad_html else ""
+    curve_html = "".join(f'<img src="{html.escape(c)}" alt="{html.escape(c)}">' for c in curves)
+    template = string.Template(
+        resources.files("devicerl.runtime").joinpath("viewer_template.html").read_text("utf-8")
+    )
+    return template.substitute(
+        title=html.escape(title),
+        summary=(
+            f'<span id="shown">{len(sections)}</span> of {len(sections)} episodes shown '
+            f"(newest first; {total} in the store); success rate of shown episodes "
+            f"(truncated excluded): {rate}"
+        ),
+        task_options=_options(tasks),
+        outcome_options=_options(outcomes),
+        curves=f'<section id="curves">{curve_html}</section>' if curves else "",
+        bad=bad_html,
+        episodes="\n".join(sections),
+    )

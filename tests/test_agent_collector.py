@@ -1,0 +1,90 @@
+"""Every agent runs in the pool's collector on the synthetic device (subprocess workers).
+
+Recorded log-probs must be what a trainer recomputes from the collected steps; weights published
+with `set_weights` reach the collector between batches and every step records its version.
+"""
+
+import pytest
+import torch
+
+from devicerl.actions import Action, format_autoui
+from devicerl.agents.api import APIAgent, APIAgentConfig
+from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
+from devicerl.agents.autoui_tiny import build_tiny_autoui
+from devicerl.agents.small import SmallAgent
+from devicerl.clients import ChatConfig
+from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.envs import EnvSpec
+from devicerl.tasks import Task, TaskSampler
+
+collector_mod = pytest.importorskip(
+    "devicerl.runtime.collector", reason="the pool/collector branch is not merged yet"
+)
+pool_mod = pytest.importorskip("devicerl.pool.pool")
+
+TASKS = [Task("synthetic/tap", max_steps=3, env="synthetic"),
+         Task("synthetic/type", max_steps=4, env="synthetic")]  # fmt: skip
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _pool():
+    specs = [EnvSpec("synthetic/tap", {"n_boxes": 3, "seed": i}) for i in range(2)]
+    return pool_mod.EnvPool(specs, tasks=TaskSampler(TASKS, seed=1), worker="subprocess")
+
+
+def _collect(policy, n_episodes: int = 6):
+    with _pool() as pool:
+        return collector_mod.Collector(pool, policy).run(n_episodes)
+
+
+def _check_log_probs(agent, trajectories) -> None:
+    steps = [s for t in trajectories for s in t.steps]
+    assert steps
+    with torch.no_grad():
+        lp = agent.log_prob(
+            [s.observation for s in steps], [s.action for s in steps], [s.text for s in steps]
+        )
+    assert torch.allclose(lp, torch.tensor([s.log_prob for s in steps]), atol=1e-4)
+
+
+def test_small_agent_in_collector_with_published_weights() -> None:
+    learner, actor = SmallAgent(seed=1), SmallAgent(seed=2)
+    with _pool() as pool:
+        collector = collector_mod.Collector(pool, actor)
+        first = collector.run(6)
+        actor.set_weights(learner.get_weights(), version=5)  # a learner publishes
+        later = collector.run(6)
+    assert all(t.is_complete for t in first + later)
+    assert {s.policy_version for t in first for s in t.steps} == {0}
+    assert {s.policy_version for t in later[-2:] for s in t.steps} == {5}
+    _check_log_probs(actor, [t for t in later if t.policy_version == 5])
+
+
+def test_tiny_autoui_agent_in_collector(tmp_path) -> None:
+    agent = AutoUIAgent.from_pretrained(
+        *build_tiny_autoui(tmp_path), AutoUIConfig(max_new_tokens=24)
+    )
+    trajectories = _collect(agent, n_episodes=3)
+    assert all(s.text is not None for t in trajectories for s in t.steps)
+    _check_log_probs(agent, trajectories)
+
+
+def test_api_agent_in_collector() -> None:
+    def reply(body) -> Reply:
+        return Reply("garbage" if len(body["messages"][1]["content"][0]["text"]) % 2 else
+                     format_autoui(Action.complete()))  # fmt: skip
+
+    with ScriptedChatServer(reply) as srv:
+        agent = APIAgent(APIAgentConfig(chat=ChatConfig(base_url=srv.base_url, model="m")))
+        trajectories = _collect(agent, n_episodes=4)
+    steps = [s for t in trajectories for s in t.steps]
+    assert len(trajectories) == 4 and steps
+    assert all(s.log_prob is None for s in steps)
+    assert all(s.info.get("invalid_action") for s in steps if s.action.is_invalid)

@@ -1,0 +1,79 @@
+"""Agents end to end: episodes on the synthetic device, stored, read back and re-scored.
+
+The log-prob recorded at sampling time must be what a trainer recomputes from the stored data
+(observation, action, generated text); invalid actions from bad model output are kept.
+"""
+
+import pytest
+import torch
+
+from devicerl.actions import Action, format_autoui
+from devicerl.agents.api import APIAgent, APIAgentConfig
+from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
+from devicerl.agents.autoui_tiny import build_tiny_autoui
+from devicerl.agents.small import SmallAgent
+from devicerl.clients import ChatConfig
+from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+from devicerl.envs import make
+from devicerl.runtime.rollout import rollout
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _episodes(agent, tmp_path, n: int = 3):
+    env = make("synthetic/type", n_boxes=3)
+    with TrajectoryWriter(tmp_path / "store") as writer:
+        for seed in range(n):
+            writer.append(rollout(env, agent, "synthetic/type", seed))
+    return TrajectoryStore(tmp_path / "store").read_all()
+
+
+def _rescore(agent, trajectories) -> tuple[torch.Tensor, torch.Tensor]:
+    steps = [s for t in trajectories for s in t.steps]
+    with torch.no_grad():
+        lp = agent.log_prob(
+            [s.observation for s in steps], [s.action for s in steps], [s.text for s in steps]
+        )
+    return lp, torch.tensor([s.log_prob for s in steps])
+
+
+def test_small_agent_episodes_store_and_rescore(tmp_path) -> None:
+    agent = SmallAgent(temperature=1.2)
+    trajectories = _episodes(agent, tmp_path)
+    assert len(trajectories) == 3 and all(t.is_complete for t in trajectories)
+    lp, recorded = _rescore(agent, trajectories)
+    assert torch.allclose(lp, recorded, atol=1e-4)
+
+
+def test_autoui_agent_episodes_store_and_rescore(tmp_path) -> None:
+    t5_dir, vision_dir = build_tiny_autoui(tmp_path / "model")
+    agent = AutoUIAgent.from_pretrained(t5_dir, vision_dir, AutoUIConfig(max_new_tokens=32))
+    trajectories = _episodes(agent, tmp_path, n=2)
+    steps = [s for t in trajectories for s in t.steps]
+    assert steps and all(s.text is not None for s in steps)
+    invalid = [s for s in steps if s.action.is_invalid]
+    assert all(s.info["invalid_action"] == s.action.reason for s in invalid)
+    lp, recorded = _rescore(agent, trajectories)
+    assert torch.allclose(lp, recorded, atol=1e-4)
+
+
+def test_api_agent_episodes_keep_invalid_steps(tmp_path) -> None:
+    replies = [Reply(garbage=True), "no idea", format_autoui(Action.complete())]
+    with ScriptedChatServer(lambda body: Reply(format_autoui(Action.back()))) as srv:
+        for _ in range(3):
+            srv.push(*replies)
+        cfg = ChatConfig(base_url=srv.base_url, model="m", max_retries=0, backoff_s=0.01)
+        trajectories = _episodes(APIAgent(APIAgentConfig(chat=cfg)), tmp_path)
+    for t in trajectories:
+        first, second, last = t.steps
+        assert first.action.is_invalid and "unreadable reply body" in first.action.reason
+        assert second.action.is_invalid and second.text == "no idea"
+        assert second.action.raw == "no idea" and second.info["invalid_action"]
+        assert last.action == Action.complete() and t.end_reason.value == "agent_ended"

@@ -1,0 +1,208 @@
+import random
+
+import pytest
+import torch
+
+from devicerl.actions import Action, ActionType
+from devicerl.agents import require_trainable
+from devicerl.agents.featurize import FeatureConfig, featurize
+from devicerl.agents.scripted import SyntheticOracle
+from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.agents.small_net import SmallEncoder
+from devicerl.envs import make
+from devicerl.errors import DataError
+from devicerl.records import Observation, UIElement
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """One intra-op thread: on a shared 2-core machine, two spinning OpenMP threads per process
+    slow these small models down by an order of magnitude."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _obs(kind: str, n: int, render: bool = False) -> list[Observation]:
+    env = make(f"synthetic/{kind}", n_boxes=4, render=render)
+    return [env.reset(seed=s) for s in range(n)]
+
+
+def _page() -> Observation:
+    """Nested elements (a form containing a button), a repeated word, an input."""
+    return Observation(
+        instruction='Enter "blue sky" then press Submit; blue is nice',
+        screen_size=(200, 100),
+        elements=[
+            UIElement("form", "form", "", bbox=(0, 0, 200, 100)),
+            UIElement("in", "textbox", "", bbox=(10, 10, 110, 30), editable=True, clickable=True),
+            UIElement("btn", "button", "Submit", bbox=(120, 40, 190, 60), clickable=True),
+            UIElement("btn2", "button", "Cancel", bbox=(120, 70, 190, 90), clickable=True),
+        ],
+    )
+
+
+def test_featurize_shapes_masks_and_overlap_features() -> None:
+    obs = [*_obs("tap", 2), _page(), Observation("", (100, 100))]
+    batch = featurize(obs)
+    assert batch.instr_mask.shape[0] == 4 and batch.elem_mask.shape == (4, 4)
+    assert batch.elem_mask.sum(1).tolist() == [4, 4, 4, 0]
+    assert batch.instr_mask[3].sum() == 0
+    # "Submit" occurs in the instruction, "Cancel" does not (feature 15: text in instruction)
+    assert batch.elem_feats[2, 2, 15] == 1.0 and batch.elem_feats[2, 3, 15] == 0.0
+    meta = batch.meta[2]
+    assert [meta.instruction[a:b] for a, b in meta.token_spans][:4] == ["Enter", '"', "blue", "sky"]
+
+
+def test_act_log_prob_consistency_and_gradients() -> None:
+    agent = SmallAgent(temperature=1.3)
+    obs = _obs("tap", 6) + _obs("type", 6) + [_page()] * 4
+    samples = agent.act(obs)
+    assert len(samples) == len(obs)
+    agent.train()
+    lp = agent.log_prob(obs, [s.action for s in samples])
+    reported = torch.tensor([s.log_prob for s in samples])
+    assert torch.allclose(lp.detach(), reported, atol=1e-4)
+    assert all(torch.isfinite(lp))
+    lp.sum().backward()
+    grads = {n: p.grad for n, p in agent.module.named_parameters()}
+    assert grads["encoder.pieces.weight"].abs().sum() > 0
+    assert grads["type_head.2.weight"].abs().sum() > 0
+    assert all(g is None or torch.isfinite(g).all() for g in grads.values())
+
+
+def test_greedy_is_deterministic_and_types_are_exact_substrings() -> None:
+    agent = SmallAgent(seed=3, allowed_types=("TYPE",))
+    page = _page()
+    a = agent.act([page] * 3, greedy=True)
+    b = agent.act([page] * 3, greedy=True)
+    assert [s.action for s in a] == [s.action for s in b]
+    for s in agent.act([page] * 20):
+        assert s.action.type is ActionType.TYPE and s.action.text in page.instruction
+
+
+def test_log_prob_maps_arbitrary_actions() -> None:
+    agent = SmallAgent()
+    page = _page()
+    meta = featurize([page]).meta[0]
+    # tap at the button's centre: exact; inside the form only: smallest containing element
+    exact = agent.action_target(meta, Action.tap(155 / 200, 50 / 100))
+    assert exact.exact and exact.elements == [2]
+    inside = agent.action_target(meta, Action.tap(0.05, 0.9))
+    assert not inside.exact and inside.elements == [0] and inside.note == "smallest element"
+    # a word that occurs twice is summed over both spans; a phrase maps to its span
+    blue = agent.action_target(meta, Action.type_text("blue"))
+    assert blue.exact and len(blue.spans) == 2
+    phrase = agent.action_target(meta, Action.type_text("blue sky"))
+    assert phrase.exact and phrase.spans == [(2, 3)]
+    loose = agent.action_target(meta, Action.type_text("  BLUE SKY "))
+    assert not loose.exact and loose.spans == [(2, 3)]
+    none = agent.action_target(meta, Action.type_text("zebra"))
+    assert none.spans == []
+    swipe = agent.action_target(meta, Action.swipe(0.2, 0.9, 0.25, 0.1))
+    assert swipe.gesture == 1 and not swipe.exact  # "up", not the agent's own geometry
+    actions = [
+        Action.tap(0.05, 0.9),
+        Action.type_text("zebra"),
+        Action.invalid("junk", "bad"),
+        Action.enter(),
+        Action.swipe(0.2, 0.9, 0.25, 0.1),
+    ]
+    lp = agent.log_prob([page] * len(actions), actions)
+    assert torch.isfinite(lp).all()
+    assert lp[2].item() == UNREPRESENTABLE_LOG_PROB
+    assert lp[1].item() < UNREPRESENTABLE_LOG_PROB  # type part + floor for the missing span
+    empty = Observation("", (100, 100))
+    lp = agent.log_prob([empty], [Action.tap(0.5, 0.5)])
+    assert torch.isfinite(lp).all()
+
+
+def test_save_load_weights_and_versions(tmp_path) -> None:
+    agent = SmallAgent(d_model=64, n_layers=1, features=FeatureConfig(buckets=1024))
+    obs = _obs("type", 4)
+    agent.version = 7
+    agent.save(tmp_path / "a")
+    loaded = SmallAgent.from_pretrained(tmp_path / "a")
+    assert loaded.version == 7 and loaded.config == agent.config
+    acts = [Action.tap(0.5, 0.5)] * 4
+    assert torch.allclose(agent.log_prob(obs, acts), loaded.log_prob(obs, acts))
+    other = SmallAgent(d_model=64, n_layers=1, features=FeatureConfig(buckets=1024), seed=9)
+    assert not torch.allclose(other.log_prob(obs, acts), agent.log_prob(obs, acts))
+    other.set_weights(agent.get_weights(), version=12)
+    assert other.version == 12
+    assert torch.allclose(other.log_prob(obs, acts), agent.log_prob(obs, acts))
+    with pytest.raises(DataError, match="missing"):
+        other.set_weights({})
+    with pytest.raises(DataError, match="fit this agent"):
+        SmallAgent().load(tmp_path / "a")
+    (tmp_path / "bad").mkdir()
+    with pytest.raises(DataError, match=r"small_agent\.json"):
+        SmallAgent.from_pretrained(tmp_path / "bad")
+    assert require_trainable(agent) is agent
+
+
+def test_screenshot_variant_and_encoder_reuse() -> None:
+    agent = SmallAgent(d_model=64, features=FeatureConfig(screenshot_size=(32, 64)))
+    obs = _obs("tap", 3, render=True)
+    samples = agent.act(obs)
+    lp = agent.log_prob(obs, [s.action for s in samples])
+    assert torch.allclose(lp, torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+    # a critic reuses the encoder on the same features
+    enc = SmallEncoder(agent.config)
+    out = enc(agent.featurize(obs))
+    assert out.global_state.shape == (3, 64) and out.elems.shape[:2] == (3, 4)
+
+
+def _demos(kind: str, seeds: range) -> list[tuple[Observation, Action]]:
+    env = make(f"synthetic/{kind}", n_boxes=4, render=False)
+    oracle, data = SyntheticOracle(), []
+    for s in seeds:
+        obs = env.reset(seed=s)
+        while True:
+            action = oracle.act([obs])[0].action
+            data.append((obs, action))
+            res = env.step(action)
+            if res.done:
+                assert res.info["success"]
+                break
+            obs = res.observation
+    return data
+
+
+def _success(agent: SmallAgent, kind: str, seeds: range) -> float:
+    env = make(f"synthetic/{kind}", n_boxes=4, render=False)
+    wins = 0
+    for s in seeds:
+        obs = env.reset(seed=s)
+        while True:
+            res = env.step(agent.act([obs], greedy=True)[0].action)
+            if res.done:
+                wins += bool(res.info["success"])
+                break
+            obs = res.observation
+    return wins / len(seeds)
+
+
+@pytest.mark.slow
+def test_behaviour_cloning_learns_tap_and_type_in_seconds() -> None:
+    """The architecture is learnable: BC on oracle demos solves held-out episodes."""
+    torch.manual_seed(0)
+    data = _demos("tap", range(150)) + _demos("type", range(150))
+    agent = SmallAgent(d_model=96, seed=1)
+    before = _success(agent, "tap", range(10_000, 10_030))
+    opt = torch.optim.Adam(agent.parameters(), lr=2e-3)
+    rng = random.Random(0)
+    agent.train()
+    for _ in range(200):
+        batch = rng.sample(data, 32)
+        loss = -agent.log_prob([o for o, _ in batch], [a for _, a in batch]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    agent.eval()
+    tap = _success(agent, "tap", range(10_000, 10_040))
+    typ = _success(agent, "type", range(10_000, 10_040))
+    assert before < 0.5
+    # type episodes whose typed word is also another box's label stay hard for a while
+    assert tap >= 0.95 and typ >= 0.85, (tap, typ)

@@ -1,0 +1,95 @@
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from devicerl.clients import ChatClient, ChatConfig, ChatError, image_part, text_part
+from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.config import load_config
+from devicerl.errors import ConfigError
+
+
+def _client(srv: ScriptedChatServer, **kw) -> ChatClient:
+    cfg = ChatConfig(base_url=srv.base_url, model="m", backoff_s=0.01, backoff_max_s=0.05, **kw)
+    return ChatClient(cfg)
+
+
+def test_reply_and_request_shape(monkeypatch) -> None:
+    monkeypatch.setenv("MY_KEY", "sk-secret")
+    with ScriptedChatServer(lambda body: Reply("hello")) as srv:
+        client = _client(srv, api_key_env="MY_KEY")
+        img = np.zeros((8, 8, 3), np.uint8)
+        reply = client.complete([{"role": "user", "content": [text_part("hi"), image_part(img)]}])
+        assert reply.text == "hello" and reply.attempts == 1
+        req = srv.requests[0]
+        assert req.path == "/v1/chat/completions"
+        assert req.headers["Authorization"] == "Bearer sk-secret"
+        parts = req.body["messages"][0]["content"]
+        assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+        assert "sk-secret" not in repr(client)
+
+
+def test_retries_on_429_500_timeout_garbage_then_succeeds() -> None:
+    with ScriptedChatServer() as srv:
+        srv.push(
+            Reply(status=429, headers={"Retry-After": "0"}),
+            Reply(status=503),
+            Reply(delay_s=1.0),
+            Reply(garbage=True),
+            Reply(drop=True),
+            "fine",
+        )
+        client = _client(srv, timeout_s=0.3, max_retries=5)
+        reply = client.complete([{"role": "user", "content": "x"}])
+        assert reply.text == "fine" and reply.attempts == 6
+        assert client.stats.retries == 5
+
+
+def test_retries_are_bounded_and_4xx_fails_fast() -> None:
+    with ScriptedChatServer(lambda body: Reply(status=500)) as srv:
+        client = _client(srv, max_retries=2)
+        with pytest.raises(ChatError, match="gave up after 3 attempts") as e:
+            client.complete([{"role": "user", "content": "x"}])
+        assert e.value.status == 500 and len(srv.requests) == 3
+    with ScriptedChatServer(lambda body: Reply(status=401)) as srv:
+        client = _client(srv, max_retries=5)
+        with pytest.raises(ChatError, match="HTTP 401"):
+            client.complete([{"role": "user", "content": "x"}])
+        assert len(srv.requests) == 1
+
+
+def test_rate_limit_and_concurrency_cap() -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def slow(body):
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.05)
+        with lock:
+            active -= 1
+        return Reply("ok")
+
+    with ScriptedChatServer(slow) as srv:
+        client = _client(srv, max_concurrency=2, requests_per_minute=600)  # 10/s
+        threads = [
+            threading.Thread(target=client.complete, args=([{"role": "user", "content": "x"}],))
+            for _ in range(8)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        times = sorted(r.at for r in srv.requests)
+        assert len(times) == 8 and peak <= 2
+        gaps = np.diff(times)
+        assert gaps.min() >= 0.08  # 10 requests/s, burst 1
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ConfigError, match="base_url"):
+        load_config(ChatConfig, None, ["base_url=ftp://x"])

@@ -1,0 +1,216 @@
+"""MiniWoB++ on our browser device (real headless Chromium), checked against the official env."""
+
+from __future__ import annotations
+
+import io
+import time
+from contextlib import redirect_stdout
+
+import pytest
+
+from devicerl.actions import Action
+from devicerl.agents.miniwob_oracle import MiniWoBOracle
+from devicerl.cli.main import main as cli_main
+from devicerl.envs import make
+from devicerl.errors import ConfigError
+from devicerl.records import Observation
+from devicerl.tasks import TaskSampler, resolve
+from devicerl.tasks import miniwob as mw
+
+pytestmark = pytest.mark.browser
+
+DEV = ["click-test", "click-test-2", "click-button", "click-link", "click-dialog", "click-tab",
+       "focus-text", "enter-text"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def env():
+    device = make("miniwob")
+    yield device
+    device.close()
+
+
+def _tap(obs: Observation, element) -> Action:
+    return Action.tap(*obs.to_normalised(*element.center))
+
+
+def test_suite_lists_every_shipped_task_with_budgets():
+    root = mw.html_dir()
+    shipped = {p.stem for p in (root / "miniwob").glob("*.html")}
+    shipped |= {f"flight.{p.parent.name}" for p in (root / "flight").glob("*/wrapper.html")}
+    tasks = resolve("miniwob")
+    assert {t.short_name for t in tasks} == shipped and len(shipped) >= 130
+    assert all(t.max_steps == mw.step_budget(t.short_name) and t.env == "browser" for t in tasks)
+    assert [t.short_name for t in resolve("miniwob-dev")] == DEV
+    assert {t.short_name for t in resolve("miniwob/click-tab*")} >= {"click-tab", "click-tab-2"}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert cli_main(["tasks", "miniwob"]) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == len(shipped) and "miniwob/click-test  max_steps=5" in lines
+    sampler = TaskSampler(resolve("miniwob-dev"), mode="sequential", cycle=False, seed=1)
+    assert [i.task.short_name for i in sampler] == DEV
+
+
+def test_instances_are_deterministic_from_the_seed(env):
+    def snapshot(seed: int):
+        obs = env.reset("miniwob/click-button", seed=seed)
+        return obs.instruction, [(e.id, e.role, e.text, e.bbox) for e in obs.elements]
+
+    first = snapshot(7)
+    snapshot(3)
+    env.reset("miniwob/click-tab", seed=11)  # another task in between
+    assert snapshot(7) == first
+    assert len({snapshot(s)[0] for s in range(6)}) > 1
+
+
+def test_reward_comes_from_the_task(env):
+    obs = env.reset("miniwob/click-test-2", seed=5)
+    assert obs.screen_size == (160, 210) and obs.screenshot.shape == (210, 160, 3)
+    target = obs.extras["fields"]["target"]
+    assert obs.instruction == f"Click button {target}."
+    right = next(e for e in obs.elements if e.text == target)
+    wrong = next(e for e in obs.elements if e.role == "button" and e.text != target)
+    r = env.step(_tap(obs, right))
+    assert r.reward == 1.0 and r.terminated and r.info["raw_reward"] == 1.0
+    assert r.info["end_reason"] == "success" and 0.9 < r.info["env_reward"] <= 1.0
+
+    obs = env.reset("miniwob/click-test-2", seed=5)
+    r = env.step(_tap(obs, wrong))
+    assert r.reward == 0.0 and r.terminated and r.info["raw_reward"] == -1.0
+    assert r.info["end_reason"] == "failure" and not r.info["success"]
+    with pytest.raises(RuntimeError, match="after the episode ended"):
+        env.step(Action.tap(0.5, 0.5))
+    env.reset("miniwob/click-test-2", seed=5)
+    r = env.step(Action.back())
+    assert r.info["noop"].startswith("PRESS_BACK does nothing") and not r.done
+
+
+def test_time_limit_is_off_by_default_and_configurable(env):
+    env.reset("miniwob/click-test", seed=0)
+    limited = make("miniwob/click-test", time_limit_s=0.5, screenshot=False)
+    try:
+        limited.reset(seed=0)
+        time.sleep(1.2)
+        r = limited.step(Action.tap(0.99, 0.01))
+        assert r.terminated and r.info["raw_reward"] == -1.0 and r.info["reason"] == "timed out"
+    finally:
+        limited.close()
+    r = env.step(Action.tap(0.99, 0.01))  # same wait on the default device: still running
+    assert not r.done
+
+
+def test_elements_tell_targets_apart(env):
+    obs = env.reset("miniwob/click-dialog", seed=0)
+    close = [e for e in obs.elements if "ui-dialog-titlebar-close" in e.attrs.get("class", "")]
+    assert len(close) == 1 and close[0].role == "button" and close[0].clickable
+    assert env.step(_tap(obs, close[0])).info["success"]
+
+    obs = env.reset("miniwob/click-tab", seed=0)
+    tabs = [e for e in obs.elements if e.role == "tab"]  # jQuery UI's ARIA roles
+    assert [t.text for t in tabs] == ["Tab #1", "Tab #2", "Tab #3"]
+    assert all(t.clickable for t in tabs)
+
+    obs = env.reset("miniwob/enter-text", seed=0)
+    box = next(e for e in obs.elements if e.editable)
+    button = next(e for e in obs.elements if e.role == "button")
+    assert box.role == "textbox" and button.text == "Submit" and not button.editable
+    env.step(_tap(obs, box))
+    r = env.step(Action.type_text(obs.extras["fields"]["target"]))
+    assert (
+        next(e for e in r.observation.elements if e.editable).value
+        == obs.extras["fields"]["target"]
+    )
+    assert env.step(_tap(r.observation, button)).info["success"]
+
+
+def test_oracle_solves_the_dev_split(env):
+    for task in DEV:
+        oracle = MiniWoBOracle(task)
+        for seed in range(2):
+            obs = env.reset(f"miniwob/{task}", seed=seed)
+            for _ in range(env.task.max_steps):
+                r = env.step(oracle.act(obs))
+                obs = r.observation
+                if r.done:
+                    break
+            assert r.info["success"], (task, seed)
+
+
+def test_other_task_kinds_reset_and_step(env):
+    obs = env.reset("miniwob/flight.AA", seed=1)
+    assert obs.screen_size == (375, 667) and obs.screenshot.shape == (667, 375, 3)
+    assert obs.extras["fields"]["Departure City"] and len(obs.elements) > 10
+    for task in ("book-flight", "drag-box", "use-colorwheel", "simon-says"):
+        obs = env.reset(f"miniwob/{task}", seed=2)
+        assert obs.instruction and obs.elements, task
+        r = env.step(Action.swipe(0.3, 0.5, 0.7, 0.6))
+        assert r.observation.screen_size == (160, 210)
+
+
+def test_server_started_and_stopped_with_devices():
+    refs = mw._Server.refs
+    dev = make("miniwob/focus-text", screenshot=False)
+    dev.reset(seed=0)
+    assert mw.server_running() and mw._Server.refs == refs + 1
+    dev.close()
+    assert mw._Server.refs == refs and mw.server_running() == (refs > 0)
+    with pytest.raises(ConfigError, match="serve"):
+        make("miniwob/focus-text", serve="ftp")
+
+
+def test_file_urls_work_without_a_server():
+    dev = make("miniwob/focus-text", serve="file", screenshot=False)
+    try:
+        obs = dev.reset(seed=0)
+        assert obs.extras["url"].startswith("file://")
+        box = next(e for e in obs.elements if e.editable)
+        assert dev.step(_tap(obs, box)).info["success"]
+    finally:
+        dev.close()
+
+
+@pytest.mark.slow
+def test_oracle_agrees_with_the_official_env(env):
+    from devicerl.tasks.miniwob_official import run_official, run_ours
+
+    for task in ("click-checkboxes", "login-user"):
+        seeds = range(3)
+        ours = run_ours(env, task, seeds, mw.step_budget(task))
+        official = run_official(task, seeds, mw.step_budget(task))
+        assert [r.success for r in ours] == [True] * 3, task
+        assert [r.success for r in official] == [r.success for r in ours], task
+
+
+@pytest.mark.slow
+def test_every_task_resets_and_steps():
+    dev = make("miniwob", screenshot=False)
+    failures = []
+    try:
+        for task in resolve("miniwob"):
+            try:
+                obs = dev.reset(task, seed=0)
+                r = dev.step(Action.tap(0.5, 0.6))
+                if not obs.instruction or r.observation.screen_size != obs.screen_size:
+                    failures.append((task.name, "no instruction"))
+            except Exception as e:  # collect them all, report at once
+                failures.append((task.name, repr(e)))
+    finally:
+        dev.close()
+    assert failures == []
+
+
+def test_gymnasium_view_of_a_miniwob_device():
+    from gymnasium.utils.env_checker import check_env
+
+    from devicerl.envs.gym_adapter import GymDeviceEnv
+
+    device = make("miniwob/click-test", screenshot=True)
+    try:
+        assert device.screen_size == (160, 210)  # known before the first reset
+        gym_env = GymDeviceEnv(device, resolve("miniwob/click-test"))
+        check_env(gym_env, skip_render_check=True)
+        obs, _ = gym_env.reset(seed=3)
+        assert obs["screenshot"].shape == (210, 160, 3) and obs["instruction"]
+    finally:
+        device.close()

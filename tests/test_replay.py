@@ -1,0 +1,76 @@
+import json
+from collections import Counter
+
+import pytest
+from _runs import collect
+
+from devicerl.data.replay import ReplayBuffer
+from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+from devicerl.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def trajectories():
+    return collect(12, screen=(48, 80))
+
+
+def test_fifo_eviction(trajectories) -> None:
+    buf = ReplayBuffer(capacity=5)
+    for t in trajectories[:4]:
+        assert buf.add(t) == []
+    evicted = [e for t in trajectories[4:8] for e in buf.add(t)]
+    assert [e.episode_id for e in evicted] == [t.episode_id for t in trajectories[:3]]
+    assert [t.episode_id for t in buf] == [t.episode_id for t in trajectories[3:8]]
+    assert buf.num_steps == sum(t.length for t in trajectories[3:8])
+    assert buf.total_added == 8 and buf.total_evicted == 3
+
+
+def test_step_capacity(trajectories) -> None:
+    buf = ReplayBuffer(capacity=100, max_steps=12)
+    buf.extend(trajectories)
+    assert buf.num_steps <= 12 and len(buf) >= 1
+    kept = [t.episode_id for t in buf]
+    assert kept == [t.episode_id for t in trajectories[-len(kept) :]]
+
+
+def test_sampling_is_uniform_over_steps(trajectories) -> None:
+    buf = ReplayBuffer(capacity=50, seed=1)
+    buf.extend(trajectories[:6])
+    refs = buf.sample_steps(6000)
+    counts = Counter((r.trajectory.episode_id, r.index) for r in refs)
+    assert len(counts) == buf.num_steps  # every step reachable
+    expected = 6000 / buf.num_steps
+    assert all(0.6 * expected < c < 1.4 * expected for c in counts.values())
+    assert all(r.step is r.trajectory.steps[r.index] for r in refs[:50])
+    assert {t.episode_id for t in buf.sample_trajectories(200)} == {t.episode_id for t in buf}
+    with pytest.raises(ValueError, match="empty"):
+        ReplayBuffer(3).sample_trajectories(1)
+
+
+def test_resume_from_store(tmp_path, trajectories) -> None:
+    with TrajectoryWriter(tmp_path, flush_every=3) as w:
+        w.extend(trajectories)
+    store = TrajectoryStore(tmp_path)
+    buf = ReplayBuffer(capacity=7, seed=3)
+    buf.extend(trajectories)
+    buf.sample_steps(5)
+    state = json.loads(json.dumps(buf.state_dict()))  # what a checkpoint would hold
+    expected = [(r.trajectory.episode_id, r.index) for r in buf.sample_steps(20)]
+
+    restored = ReplayBuffer(capacity=1)
+    restored.load_state_dict(state, store)
+    assert [t.episode_id for t in restored] == state["episode_ids"]
+    assert restored.num_steps == buf.num_steps and restored.total_added == 12
+    assert [(r.trajectory.episode_id, r.index) for r in restored.sample_steps(20)] == expected
+
+    state["episode_ids"].append("missing")
+    with pytest.raises(DataError, match="not in store"):
+        ReplayBuffer(1).load_state_dict(state, store)
+
+
+def test_from_store_newest_filtered(tmp_path, trajectories) -> None:
+    with TrajectoryWriter(tmp_path, flush_every=4) as w:
+        w.extend(trajectories)
+    buf = ReplayBuffer.from_store(TrajectoryStore(tmp_path), 3, task="synthetic/tap")
+    taps = [t.episode_id for t in trajectories if t.task == "synthetic/tap"]
+    assert [t.episode_id for t in buf] == taps[-3:]
