@@ -29,7 +29,7 @@ class CollectorStats:
     """Running counters a logger can read (`as_dict` gives namespaced metrics)."""
 
     env_steps: int = 0
-    episodes: int = 0  #: complete episodes (truncated ones are counted apart)
+    episodes: int = 0  #: complete episodes handed out (truncated ones are counted apart)
     successes: int = 0
     truncated: int = 0
     restarts: int = 0
@@ -111,7 +111,7 @@ class Collector:
                     return
                 self._round()
                 continue
-            traj = self._backlog.popleft()
+            traj = self._emit(self._backlog.popleft())
             done += 0 if traj.is_truncated else 1
             yield traj
 
@@ -123,7 +123,7 @@ class Collector:
     def _round(self) -> None:
         for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
             if r.trajectory is not None:
-                self._backlog.append(self._emit(r.trajectory))
+                self._backlog.append(r.trajectory)
             if r.observation is not None:
                 self._waiting[r.env_id] = r.observation
             elif r.env_id in self._waiting:
