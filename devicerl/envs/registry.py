@@ -38,16 +38,30 @@ def _load(factory: Factory | str) -> Factory:
     return factory
 
 
-def make(name: str, **kwargs: Any) -> DeviceEnv:
-    """Build a device by registry name; a ``suite/task`` name also sets the default task."""
+def lookup(name: str) -> tuple[Factory | str, dict[str, Any]]:
+    """The registry entry `make` uses for ``name`` and the keyword arguments it adds.
+
+    Worker processes receive this pair instead of the name, because a backend registered at
+    run time in the parent is missing from a fresh process's registry.
+    """
     if name in _REGISTRY:
-        return _load(_REGISTRY[name])(**kwargs)
+        return _REGISTRY[name], {}
     prefix = name.split("/", 1)[0]
     pattern = f"{prefix}/*"
     if "/" in name and pattern in _REGISTRY:
-        kwargs.setdefault("task", name)
-        return _load(_REGISTRY[pattern])(**kwargs)
+        return _REGISTRY[pattern], {"task": name}
     raise ConfigError(f"unknown device {name!r}; registered: {', '.join(registered())}")
+
+
+def build(factory: Factory | str, kwargs: dict[str, Any]) -> DeviceEnv:
+    """Call a registry entry (a factory or a ``"module:attr"`` string) with ``kwargs``."""
+    return _load(factory)(**kwargs)
+
+
+def make(name: str, **kwargs: Any) -> DeviceEnv:
+    """Build a device by registry name; a ``suite/task`` name also sets the default task."""
+    factory, extra = lookup(name)
+    return build(factory, {**extra, **kwargs})
 
 
 @dataclass(frozen=True)

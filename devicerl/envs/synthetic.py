@@ -239,6 +239,7 @@ class SyntheticEnv(DeviceEnv):
             time.sleep(delay)
         obs = super().reset(task, seed)
         obs.extras["reset_time_s"] = time.perf_counter() - t0
+        obs.extras["reset_latency_s"] = delay  # the simulated part, as drawn
         return obs
 
     def step(self, action: Action) -> StepResult:
@@ -249,6 +250,7 @@ class SyntheticEnv(DeviceEnv):
             time.sleep(delay)
         result = super().step(action)
         result.info["device_time_s"] = time.perf_counter() - t0
+        result.info["latency_s"] = delay  # the simulated part, as drawn
         return result
 
     def _reset(self, task: Task, seed: int) -> Observation:

@@ -1,1 +1,16 @@
-"""devicerl.pool"""
+"""Asynchronous, supervised device pool: serial, subprocess and Ray workers."""
+
+from devicerl.pool.episodes import Ready
+from devicerl.pool.pool import EnvPool
+from devicerl.pool.supervisor import SupervisorConfig, kill_process_tree
+from devicerl.pool.worker import Worker, WorkerBackend, make_backend
+
+__all__ = [
+    "EnvPool",
+    "Ready",
+    "SupervisorConfig",
+    "Worker",
+    "WorkerBackend",
+    "kill_process_tree",
+    "make_backend",
+]

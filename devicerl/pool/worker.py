@@ -1,0 +1,254 @@
+"""The worker interface every pool backend implements, and the in-process serial backend.
+
+A *worker* hosts one device (a `DeviceEnv` built from an `EnvSpec`) and runs commands on it:
+``reset(task, seed)`` and ``step(action)``. The pool talks to workers through a *backend*
+(serial, subprocess or Ray) with two calls: `Worker.submit` starts a command and returns at
+once; `WorkerBackend.poll` returns the replies of whichever workers finished. A worker that
+disappears answers with a ``lost`` reply naming the cause. Every backend executes commands
+with the same function, `execute`, so all three behave identically apart from transport.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicerl.actions import Action
+from devicerl.envs.base import DeviceEnv
+from devicerl.envs.registry import EnvSpec, Factory, build, lookup
+from devicerl.errors import ConfigError, DeviceError, TaskError
+from devicerl.records import Observation
+from devicerl.tasks.base import Task
+
+
+@dataclass(frozen=True)
+class DeviceRecipe:
+    """What a worker needs to build its device, resolved in the parent (picklable)."""
+
+    factory: Factory | str
+    kwargs: dict[str, Any]
+    label: str
+
+    @classmethod
+    def from_spec(cls, spec: EnvSpec) -> DeviceRecipe:
+        factory, extra = lookup(spec.name)
+        return cls(factory, {**extra, **spec.kwargs}, spec.name)
+
+    def make(self) -> DeviceEnv:
+        return build(self.factory, dict(self.kwargs))
+
+
+@dataclass
+class Command:
+    """A command for a worker: ``reset`` (task, seed) or ``step`` (action)."""
+
+    kind: str
+    task: Task | None = None
+    seed: int | None = None
+    action: Action | None = None
+
+
+@dataclass
+class Reply:
+    """A worker's answer.
+
+    ``kind`` is ``reset`` / ``step`` (``error`` set when the device raised) or ``lost`` (the
+    worker is gone; ``error`` says why). ``elapsed_s`` is the time spent inside the worker.
+    """
+
+    kind: str
+    observation: Observation | None = None
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    #: True for errors a restart cannot fix (bad configuration, unknown task).
+    fatal: bool = False
+    elapsed_s: float = 0.0
+
+
+def execute(env: DeviceEnv, command: Command) -> Reply:
+    """Run one command on a device; exceptions become error replies (never raised)."""
+    t0 = time.perf_counter()
+    try:
+        if command.kind == "reset":
+            obs = env.reset(command.task, command.seed)
+            return Reply("reset", obs, elapsed_s=time.perf_counter() - t0)
+        if command.kind == "step":
+            assert command.action is not None
+            r = env.step(command.action)
+            return Reply(
+                "step",
+                r.observation,
+                float(r.reward),
+                bool(r.terminated),
+                bool(r.truncated),
+                r.info,
+                elapsed_s=time.perf_counter() - t0,
+            )
+        raise ConfigError(f"unknown worker command {command.kind!r}")
+    except Exception as e:
+        return error_reply(command.kind, e, time.perf_counter() - t0)
+
+
+def error_reply(kind: str, e: BaseException, elapsed_s: float = 0.0, building: bool = False):
+    """An error reply. Config and task errors are fatal, and so is any error other than a
+    `DeviceError` while building the device (a bad argument will not fix itself)."""
+    msg = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+    fatal = isinstance(e, (ConfigError, TaskError)) or (building and not isinstance(e, DeviceError))
+    reply = Reply(kind, error=f"{type(e).__name__}: {msg}", fatal=fatal, elapsed_s=elapsed_s)
+    reply.info["traceback"] = "".join(traceback.format_exception(e))[-4000:]
+    return reply
+
+
+class DeviceHost:
+    """Owns one device inside a worker: builds it on the first command, then runs commands.
+
+    Every backend hosts its device through this class, so they all behave the same.
+    """
+
+    def __init__(self, recipe: DeviceRecipe) -> None:
+        self.recipe = recipe
+        self.env: DeviceEnv | None = None
+
+    def run(self, command: Command) -> Reply:
+        if self.env is None:
+            try:
+                self.env = self.recipe.make()
+            except Exception as e:
+                return error_reply(command.kind, e, building=True)
+        return execute(self.env, command)
+
+    def close(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            with contextlib.suppress(Exception):
+                env.close()
+
+
+class Worker(ABC):
+    """One device behind some transport. Not thread-safe; owned by one pool."""
+
+    def __init__(self, env_id: int, recipe: DeviceRecipe) -> None:
+        self.env_id = env_id
+        self.recipe = recipe
+        #: Last time the worker showed it was alive (a reply or a heartbeat), `time.monotonic`.
+        self.last_heartbeat = time.monotonic()
+
+    @property
+    def pid(self) -> int | None:
+        """The process id hosting the device, when there is one on this machine."""
+        return None
+
+    @abstractmethod
+    def submit(self, command: Command) -> None:
+        """Start ``command``; its reply comes back through the backend's `poll`."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Stop the worker at once, with every process it started."""
+
+    def request_close(self) -> None:  # noqa: B027 - optional hook
+        """Ask the device to shut down, without waiting (lets a pool close workers in parallel)."""
+
+    @abstractmethod
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the device politely, then kill whatever is left after ``timeout``."""
+
+
+class WorkerBackend(ABC):
+    """Creates workers of one kind and waits on all of them at once."""
+
+    #: Whether a hung command can be interrupted (by killing the worker).
+    can_interrupt: bool = True
+    #: Whether workers send heartbeats while busy (so a frozen one can be told from a slow one).
+    sends_heartbeats: bool = False
+
+    @abstractmethod
+    def spawn(self, env_id: int, recipe: DeviceRecipe) -> Worker:
+        """Start a worker for device ``env_id`` (asynchronously where the transport allows)."""
+
+    @abstractmethod
+    def poll(self, timeout: float | None) -> list[tuple[Worker, Reply]]:
+        """Replies of whichever workers finished, waiting up to ``timeout`` seconds for one."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend holds (after every worker was closed)."""
+
+
+class SerialWorker(Worker):
+    """Runs the device in this process; commands execute during `SerialBackend.poll`."""
+
+    def __init__(self, env_id: int, recipe: DeviceRecipe) -> None:
+        super().__init__(env_id, recipe)
+        self.host = DeviceHost(recipe)
+        self.pending: Command | None = None
+        self.closed = False
+
+    def submit(self, command: Command) -> None:
+        self.pending = command
+
+    def run_pending(self) -> Reply:
+        command, self.pending = self.pending, None
+        assert command is not None
+        return self.host.run(command)
+
+    def kill(self) -> None:
+        self.pending = None
+        self.close()
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.closed = True
+        self.host.close()
+
+
+class SerialBackend(WorkerBackend):
+    """In-process workers for debugging: one command at a time, no timeouts, no isolation.
+
+    A hung device hangs the caller, and a device that kills its process kills the caller.
+    """
+
+    can_interrupt = False
+
+    def __init__(self) -> None:
+        self.workers: list[SerialWorker] = []
+
+    def spawn(self, env_id: int, recipe: DeviceRecipe) -> Worker:
+        worker = SerialWorker(env_id, recipe)
+        self.workers.append(worker)
+        return worker
+
+    def poll(self, timeout: float | None) -> list[tuple[Worker, Reply]]:
+        self.workers = [w for w in self.workers if not w.closed]
+        busy = [w for w in self.workers if w.pending is not None]
+        if not busy:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return []
+        out: list[tuple[Worker, Reply]] = []
+        for w in busy:
+            out.append((w, w.run_pending()))
+            w.last_heartbeat = time.monotonic()
+        return out
+
+
+def make_backend(kind: str, **options: Any) -> WorkerBackend:
+    """``serial``, ``subprocess`` or ``ray``, with backend options."""
+    if kind == "serial":
+        if options:
+            raise ConfigError(f"serial workers take no options, got {sorted(options)}")
+        return SerialBackend()
+    if kind == "subprocess":
+        from devicerl.pool.subprocess_worker import SubprocessBackend
+
+        return SubprocessBackend(**options)
+    if kind == "ray":
+        from devicerl.pool.ray_worker import RayBackend
+
+        return RayBackend(**options)
+    raise ConfigError(f"unknown worker kind {kind!r}; use 'serial', 'subprocess' or 'ray'")

@@ -1,0 +1,171 @@
+"""`Collector`: runs an agent on an `EnvPool` and yields complete trajectories.
+
+Each round it takes whatever devices are ready, asks the policy for all their actions in one
+batched call, sends them, and hands out the episodes that ended. Every step records the
+policy's ``version`` and its share of the agent's time. A trainer publishes new weights with
+`Collector.set_policy` (or a ``policy_source`` callable polled each round); the swap happens
+between batches, so no batch mixes two policies.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicerl.actions import Action
+from devicerl.agents.base import Policy, as_policy
+from devicerl.pool.pool import EnvPool
+from devicerl.records import Observation, Trajectory
+
+PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
+
+
+@dataclass
+class CollectorStats:
+    """Running counters a logger can read (`as_dict` gives namespaced metrics)."""
+
+    env_steps: int = 0
+    episodes: int = 0  #: complete episodes handed out (truncated ones are counted apart)
+    successes: int = 0
+    truncated: int = 0
+    restarts: int = 0
+    retired: int = 0
+    agent_time_s: float = 0.0
+    actions: int = 0
+    batches: int = 0
+    started_at: float = field(default_factory=time.perf_counter)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started_at
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.env_steps / max(self.elapsed_s, 1e-9)
+
+    @property
+    def success_rate(self) -> float:
+        """Successes over complete episodes (truncated ones say nothing about the agent)."""
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def agent_time_share(self) -> float:
+        """Fraction of wall time spent inside the policy."""
+        return self.agent_time_s / max(self.elapsed_s, 1e-9)
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "collect/env_steps": self.env_steps,
+            "collect/episodes": self.episodes,
+            "collect/successes": self.successes,
+            "collect/truncated": self.truncated,
+            "collect/restarts": self.restarts,
+            "collect/retired": self.retired,
+            "collect/success_rate": self.success_rate,
+            "collect/steps_per_s": self.steps_per_s,
+            "collect/agent_time_share": self.agent_time_share,
+            "collect/mean_batch": self.actions / self.batches if self.batches else 0.0,
+        }
+
+
+class Collector:
+    """Drives ``pool`` with ``policy`` (a `Policy` or a callable observations -> actions)."""
+
+    def __init__(
+        self,
+        pool: EnvPool,
+        policy: PolicyLike,
+        *,
+        greedy: bool = False,
+        policy_source: Callable[[], PolicyLike | None] | None = None,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.pool = pool
+        self.policy = as_policy(policy)
+        self.greedy = greedy
+        self.policy_source = policy_source
+        self.poll_s = poll_s
+        self.stats = CollectorStats()
+        self._lock = threading.Lock()
+        self._next_policy: Policy | None = None
+        self._waiting: dict[int, Observation] = {}
+        self._backlog: deque[Trajectory] = deque()
+        self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
+
+    def set_policy(self, policy: PolicyLike) -> None:
+        """Use ``policy`` from the next batch on (safe to call from another thread)."""
+        with self._lock:
+            self._next_policy = as_policy(policy)
+
+    def collect(self, n_episodes: int | None = None) -> Iterator[Trajectory]:
+        """Yield trajectories until ``n_episodes`` complete ones were yielded (None: until the
+        task sampler runs out). Truncated episodes are yielded too, and not counted."""
+        done = 0
+        while n_episodes is None or done < n_episodes:
+            if not self._backlog:
+                if self.pool.done and not self._waiting:
+                    return
+                self._round()
+                continue
+            traj = self._emit(self._backlog.popleft())
+            done += 0 if traj.is_truncated else 1
+            yield traj
+
+    def run(self, n_episodes: int | None = None) -> list[Trajectory]:
+        """`collect` into a list."""
+        return list(self.collect(n_episodes))
+
+    # -- one round: receive, act on every ready device, send ---------------------------------
+    def _round(self) -> None:
+        for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
+            if r.trajectory is not None:
+                self._backlog.append(r.trajectory)
+            if r.observation is not None:
+                self._waiting[r.env_id] = r.observation
+            elif r.env_id in self._waiting:
+                del self._waiting[r.env_id]
+        self.stats.env_steps = self.pool.counters["steps"] - self._base["steps"]
+        self.stats.restarts = self.pool.supervisor.restarts - self._base["restarts"]
+        self.stats.retired = len(self.pool.retired)
+        if self._waiting:
+            self._act()
+
+    def _act(self) -> None:
+        policy = self._current_policy()
+        ids = list(self._waiting)
+        observations = [self._waiting.pop(i) for i in ids]
+        t0 = time.perf_counter()
+        samples = policy.act(observations, greedy=self.greedy)
+        dt = time.perf_counter() - t0
+        if len(samples) != len(ids):
+            raise ValueError(f"policy returned {len(samples)} actions for {len(ids)} observations")
+        self.pool.send(samples, ids, policy_version=policy.version, agent_time_s=dt / len(ids))
+        self.stats.agent_time_s += dt
+        self.stats.actions += len(ids)
+        self.stats.batches += 1
+
+    def _current_policy(self) -> Policy:
+        if self.policy_source is not None:
+            fresh = self.policy_source()
+            if fresh is not None:
+                self.set_policy(fresh)
+        with self._lock:
+            if self._next_policy is not None:
+                self.policy, self._next_policy = self._next_policy, None
+        return self.policy
+
+    def _emit(self, traj: Trajectory) -> Trajectory:
+        """The one place a finished trajectory leaves the collector (judges hook in here)."""
+        if traj.is_truncated:
+            self.stats.truncated += 1
+        else:
+            self.stats.episodes += 1
+            self.stats.successes += int(traj.success)
+        return traj
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.stats.as_dict(), "pool": self.pool.stats()}

@@ -1,0 +1,74 @@
+"""Helpers for the pool tests: a device that owns a helper process, and process-table checks."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import psutil
+
+from devicerl.envs.synthetic import SyntheticEnv
+from devicerl.pool.subprocess_worker import POOL_TAG_ENV
+
+_MP_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
+
+
+class HelperDevice(SyntheticEnv):
+    """A synthetic device that starts a long-lived helper process, as a browser would."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.helper = subprocess.Popen(["sleep", "1000"])
+
+    def _close(self) -> None:
+        self.helper.kill()
+        self.helper.wait()
+
+
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """Every process on the machine started by the pool with this tag (workers, helpers)."""
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(POOL_TAG_ENV) == tag and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def leftover_children(baseline: set[int]) -> list[str]:
+    """Children of this process that are new since ``baseline`` and are not multiprocessing's
+    own per-interpreter helpers (forkserver, resource tracker), plus any zombie child."""
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmd = " ".join(p.cmdline())
+            zombie = p.status() == psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue
+        if zombie or (p.pid not in baseline and not any(h in cmd for h in _MP_HELPERS)):
+            out.append(f"{p.pid} {'zombie ' if zombie else ''}{cmd[:80]}")
+    return out
+
+
+def wait_clean(tag: str, baseline: set[int], timeout: float = 5.0) -> tuple[list, list]:
+    """Poll until no tagged process and no new child remain (or ``timeout``)."""
+    end = time.monotonic() + timeout
+    while True:
+        tagged, children = tagged_processes(tag), leftover_children(baseline)
+        if (not tagged and not children) or time.monotonic() > end:
+            return tagged, children
+        time.sleep(0.1)
+
+
+def children_now() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def episode_length(instruction: str) -> int:
+    """The true length of a synthetic ``steps`` episode ("Take L steps")."""
+    m = re.match(r"Take (\d+) steps", instruction)
+    assert m, instruction
+    return int(m.group(1))

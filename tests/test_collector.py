@@ -1,0 +1,93 @@
+"""Collector: batched inference over ready devices, policy swaps, counters, exactly-once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from devicerl.actions import Action
+from devicerl.agents import ActionSample, Policy
+from devicerl.envs import EnvSpec
+from devicerl.pool import EnvPool, SupervisorConfig
+from devicerl.records import Observation
+from devicerl.runtime.collector import Collector
+from devicerl.tasks import Task, TaskSampler
+
+STEPS = [Task("synthetic/steps", max_steps=10, env="synthetic")]
+
+
+class Tapper(Policy):
+    """Taps the centre; remembers batch sizes; sleeps a little to have an agent time."""
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.batches: list[int] = []
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False):
+        self.batches.append(len(observations))
+        time.sleep(0.002)
+        return [ActionSample(Action.tap(0.5, 0.5), text="tap", log_prob=-1.0)] * len(observations)
+
+
+def _pool(n: int = 3, worker: str = "subprocess", **kw) -> EnvPool:
+    specs = [
+        EnvSpec("synthetic/steps", {"render": False, "step_latency": 0.003, "seed": i, **kw})
+        for i in range(n)
+    ]
+    return EnvPool(specs, tasks=TaskSampler(STEPS, seed=4), worker=worker)
+
+
+def test_collect_batches_ready_devices_and_counts() -> None:
+    policy = Tapper(version=3)
+    with _pool(4) as pool:
+        collector = Collector(pool, policy)
+        trajectories = list(collector.collect(20))
+        more = collector.run(5)
+        stats = collector.stats
+    assert len(trajectories) == 20 and len(more) == 5  # no truncation without faults
+    ids = {t.episode_id for t in trajectories + more}
+    assert len(ids) == 25
+    assert max(policy.batches) > 1  # several ready devices answered in one call
+    steps = [s for t in trajectories for s in t.steps]
+    assert all(s.policy_version == 3 and s.text == "tap" and s.log_prob == -1.0 for s in steps)
+    assert all(0 < s.agent_time_s <= 0.05 for s in steps)
+    assert stats.episodes == 25 and stats.successes == sum(t.success for t in trajectories + more)
+    assert stats.env_steps >= sum(len(t.steps) for t in trajectories + more)
+    assert stats.steps_per_s > 0 and 0 < stats.agent_time_share < 1
+    assert stats.as_dict()["collect/success_rate"] == stats.success_rate
+
+
+def test_policy_swaps_between_batches() -> None:
+    old, new = Tapper(version=1), Tapper(version=2)
+    published: list[Policy] = []
+    source = lambda: published.pop() if published else None  # noqa: E731
+    with _pool(2, worker="serial") as pool:
+        collector = Collector(pool, old, policy_source=source)
+        first = collector.run(5)
+        swapped_at = time.time()
+        published.append(new)  # the trainer publishes new weights
+        second = collector.run(5)
+        collector.set_policy(lambda obs: [Action.tap(0.1, 0.1)] * len(obs))  # a plain callable
+        third = collector.run(4)
+    assert {s.policy_version for t in first for s in t.steps} == {1}
+    assert new.batches and collector.policy is not new
+    steps = [s for t in second for s in t.steps]
+    assert {s.policy_version for s in steps if s.started_at > swapped_at} == {2}
+    assert {s.policy_version for s in steps if s.started_at < swapped_at} <= {1}
+    assert (0.1, 0.1) in {s.action.touch for t in third for s in t.steps}
+
+
+def test_truncated_episodes_are_yielded_but_not_counted() -> None:
+    config = SupervisorConfig(max_restarts=None, backoff_s=0.0, max_restarts_per_minute=10**6)
+    specs = [
+        EnvSpec("synthetic/steps", {"render": False, "faults": {"error": 0.2}, "seed": i})
+        for i in range(2)
+    ]
+    with EnvPool(specs, tasks=STEPS, worker="serial", supervision=config) as pool:
+        collector = Collector(pool, Tapper(version=0))
+        trajectories = collector.run(10)
+    complete = [t for t in trajectories if not t.is_truncated]
+    cut = [t for t in trajectories if t.is_truncated]
+    assert len(complete) == 10 and cut
+    assert collector.stats.truncated == len(cut) and collector.stats.restarts >= len(cut)
+    assert all("injected error" in t.truncation_cause for t in cut)
