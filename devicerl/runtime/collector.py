@@ -5,6 +5,13 @@ batched call, sends them, and hands out the episodes that ended. Every step reco
 policy's ``version`` and its share of the agent's time. A trainer publishes new weights with
 `Collector.set_policy` (or a ``policy_source`` callable polled each round); the swap happens
 between batches, so no batch mixes two policies.
+
+With a ``judge`` (a `devicerl.judges.JudgeRunner`, e.g. ``make_runner(config.judge)``) every
+finished episode is handed to it without waiting, and comes out of `collect` once judged,
+relabelled from the verdict (success, rewards, a per-step cut). Judging never blocks the
+devices: `collect` keeps stepping them while verdicts are pending. Episodes the judge could not
+label (``devicerl.judges.is_labelled`` is False) are yielded like truncated ones: not counted
+towards ``n_episodes`` nor in the success rate; keep them out of training.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 
 from devicerl.actions import Action
 from devicerl.agents.base import Policy, as_policy
+from devicerl.judges import Judged, JudgeRunner, is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Observation, Trajectory
 
@@ -32,6 +40,8 @@ class CollectorStats:
     episodes: int = 0  #: complete episodes handed out (truncated ones are counted apart)
     successes: int = 0
     truncated: int = 0
+    unlabelled: int = 0  #: complete episodes the judge could not label (not in ``episodes``)
+    judge_pending: int = 0  #: episodes handed to the judge and not yet back
     restarts: int = 0
     retired: int = 0
     agent_time_s: float = 0.0
@@ -63,6 +73,8 @@ class CollectorStats:
             "collect/episodes": self.episodes,
             "collect/successes": self.successes,
             "collect/truncated": self.truncated,
+            "judge/unlabelled": self.unlabelled,
+            "judge/pending": self.judge_pending,
             "collect/restarts": self.restarts,
             "collect/retired": self.retired,
             "collect/success_rate": self.success_rate,
@@ -83,8 +95,10 @@ class Collector:
         greedy: bool = False,
         policy_source: Callable[[], PolicyLike | None] | None = None,
         poll_s: float = 0.5,
+        judge: JudgeRunner | None = None,
     ) -> None:
         self.pool = pool
+        self.judge = judge
         self.policy = as_policy(policy)
         self.greedy = greedy
         self.policy_source = policy_source
@@ -108,11 +122,14 @@ class Collector:
         while n_episodes is None or done < n_episodes:
             if not self._backlog:
                 if self.pool.done and not self._waiting:
-                    return
+                    if self.judge is None or not self.judge.pending:
+                        return
+                    self._take_judged(self.judge.drain(timeout=self.poll_s))
+                    continue
                 self._round()
                 continue
             traj = self._emit(self._backlog.popleft())
-            done += 0 if traj.is_truncated else 1
+            done += 0 if traj.is_truncated or not is_labelled(traj) else 1
             yield traj
 
     def run(self, n_episodes: int | None = None) -> list[Trajectory]:
@@ -122,7 +139,9 @@ class Collector:
     # -- one round: receive, act on every ready device, send ---------------------------------
     def _round(self) -> None:
         for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
-            if r.trajectory is not None:
+            if r.trajectory is not None and self.judge is not None:
+                self.judge.submit(r.trajectory)  # returns at once; back through poll()
+            elif r.trajectory is not None:
                 self._backlog.append(r.trajectory)
             if r.observation is not None:
                 self._waiting[r.env_id] = r.observation
@@ -131,6 +150,8 @@ class Collector:
         self.stats.env_steps = self.pool.counters["steps"] - self._base["steps"]
         self.stats.restarts = self.pool.supervisor.restarts - self._base["restarts"]
         self.stats.retired = len(self.pool.retired)
+        if self.judge is not None:
+            self._take_judged(self.judge.poll())
         if self._waiting:
             self._act()
 
@@ -158,10 +179,17 @@ class Collector:
                 self.policy, self._next_policy = self._next_policy, None
         return self.policy
 
+    def _take_judged(self, judged: list[Judged]) -> None:
+        self._backlog.extend(j.trajectory for j in judged)
+        assert self.judge is not None
+        self.stats.judge_pending = self.judge.pending
+
     def _emit(self, traj: Trajectory) -> Trajectory:
-        """The one place a finished trajectory leaves the collector (judges hook in here)."""
+        """The one place a finished trajectory leaves the collector (judged, if judging)."""
         if traj.is_truncated:
             self.stats.truncated += 1
+        elif not is_labelled(traj):
+            self.stats.unlabelled += 1
         else:
             self.stats.episodes += 1
             self.stats.successes += int(traj.success)

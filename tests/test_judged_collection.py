@@ -1,0 +1,84 @@
+"""A short collection on synthetic devices, judged by the VLM judge against a local server."""
+
+from __future__ import annotations
+
+import re
+
+from judge_helpers import verdict_text
+
+from devicerl.agents import RandomPolicy
+from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.config import load_config
+from devicerl.envs import EnvSpec
+from devicerl.judges import JudgeConfig, is_labelled, make_runner
+from devicerl.pool import EnvPool
+from devicerl.records import EndReason
+from devicerl.runtime.collector import Collector
+from devicerl.tasks import Task, TaskSampler
+
+TAP = [Task("synthetic/tap", max_steps=3, env="synthetic")]
+
+
+def _word(instruction: str) -> str:
+    return re.search(r"labelled (\w+)", instruction).group(1)
+
+
+def _script(body: dict) -> Reply:
+    """Success for even-length box labels, an unreadable reply for labels starting with a vowel."""
+    text = body["messages"][-1]["content"][0]["text"]
+    word = _word(re.search(r"^Task: (.*)$", text, re.M).group(1))
+    if word[0] in "aeiou":
+        return Reply("hmm")
+    return Reply(verdict_text(len(word) % 2 == 0), delay_s=0.05)
+
+
+def _pool() -> EnvPool:
+    specs = [EnvSpec("synthetic/tap", {"step_latency": 0.002, "seed": i}) for i in range(3)]
+    return EnvPool(specs, tasks=TaskSampler(TAP, seed=1), worker="subprocess")
+
+
+def test_collection_with_the_vlm_judge_selected_by_one_key(tmp_path) -> None:
+    with ScriptedChatServer(_script) as srv:
+        config = load_config(
+            JudgeConfig,
+            None,
+            [
+                "kind=vlm",  # the one key; the rest says where the server is
+                f"chat.base_url={srv.base_url}",
+                "chat.model=judge-model",
+                f"vlm.cache_path={tmp_path / 'cache.sqlite'}",
+            ],
+        )
+        runner = make_runner(config)
+        with _pool() as pool:
+            collector = Collector(pool, RandomPolicy(seed=0), judge=runner)
+            out = list(collector.collect(10))
+            stats = collector.stats
+        runner.drain(timeout=30)
+        runner.close()
+        runner.judge.close()
+        sent = len(srv.requests)
+    labelled = [t for t in out if is_labelled(t)]
+    unlabelled = [t for t in out if not is_labelled(t)]
+    assert len(labelled) == 10  # only labelled episodes count towards n_episodes
+    assert stats.episodes == 10 and stats.unlabelled == len(unlabelled)
+    assert sent >= len(out)  # every yielded episode was judged (plus those still in flight)
+    for t in labelled:
+        assert t.success == (len(_word(t.instruction)) % 2 == 0)  # the judge's label, not native
+        assert t.total_reward == float(t.success) and t.extras["verdict"]["judge"] == "vlm"
+        assert (t.end_reason is EndReason.SUCCESS) == t.success
+        assert "native_success" in t.extras
+    for t in unlabelled:  # the judge could not tell: native labels kept, not counted
+        assert _word(t.instruction)[0] in "aeiou" and "unparseable" in t.extras["verdict"]["reason"]
+        assert t.success == t.extras["native_success"]
+    assert stats.successes == sum(t.success for t in labelled)
+
+
+def test_native_judge_through_the_same_key_keeps_device_labels() -> None:
+    runner = make_runner(load_config(JudgeConfig))  # kind=native (default)
+    with _pool() as pool:
+        out = list(Collector(pool, RandomPolicy(seed=0), judge=runner).collect(6))
+    runner.close()
+    assert len(out) >= 6 and all(is_labelled(t) for t in out)
+    assert all(t.success == t.extras["native_success"] for t in out)
+    assert all(t.extras["verdict"]["judge"] == "native" for t in out)
