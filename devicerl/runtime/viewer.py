@@ -67,6 +67,10 @@ class Report:
     bad_shards: dict[Path, str]
 
 
+#: Every outcome label, listed in the filter even when no episode has it yet.
+OUTCOMES = ("success", "failure", "agent_ended", "max_steps", "truncated")  # EndReason values
+
+
 def outcome(t: Trajectory) -> str:
     """The label the filters use: 'success', or the end reason of a non-successful episode."""
     if t.success:
@@ -222,7 +226,7 @@ def build_report(
         title=str(run_dir.path),
         sections=sections,
         tasks=sorted(tasks),
-        outcomes=sorted(outcomes),
+        outcomes=[*OUTCOMES, *sorted(outcomes - set(OUTCOMES))],
         total=len(ids),
         success=(wins / counted) if counted else None,
         curves=[p.relative_to(out_dir).as_posix() for p in curves],
