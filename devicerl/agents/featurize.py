@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ INSTR_FEATURES = 7
 ELEM_FEATURES = 20
 #: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
 INSTR_OVERLAP = slice(0, 2)
+#: Column of the "inside quotes" instruction feature.
+INSTR_QUOTED = 5
 ELEM_OVERLAP = slice(15, 20)
 ROLE_BUCKETS = 256
 
@@ -186,9 +189,29 @@ def _instr_features(obs: Observation, tokens, elements: list[UIElement]) -> list
 class Featurizer:
     """Turns observations into a `FeatureBatch` (see the module doc)."""
 
-    def __init__(self, config: FeatureConfig | None = None) -> None:
+    def __init__(self, config: FeatureConfig | None = None, cache: bool = False) -> None:
         self.config = config or FeatureConfig()
         self.tokenizer = HashTokenizer(self.config.buckets, 3, self.config.pieces_per_word)
+        #: With ``cache``, per-observation rows are kept while the observation lives (learners
+        #: featurize the same replay observations many times; acting never repeats one).
+        self._cache: dict[int, tuple[weakref.ref, dict[str, Any]]] | None = {} if cache else None
+
+    def enable_cache(self) -> None:
+        """Keep each observation's row while it lives (for learners; see ``cache``)."""
+        if self._cache is None:
+            self._cache = {}
+
+    def _row(self, obs: Observation) -> dict[str, Any]:
+        if self._cache is None:
+            return self._one(obs)
+        key = id(obs)
+        hit = self._cache.get(key)
+        if hit is not None and hit[0]() is obs:
+            return hit[1]
+        row = self._one(obs)
+        cache = self._cache
+        self._cache[key] = (weakref.ref(obs, lambda _, k=key: cache.pop(k, None)), row)
+        return row
 
     def __call__(self, observations: list[Observation]) -> FeatureBatch:
         return self.featurize(observations)
@@ -197,7 +220,7 @@ class Featurizer:
         cfg = self.config
         if not observations:
             raise ValueError("featurize needs at least one observation")
-        rows = [self._one(o) for o in observations]
+        rows = [self._row(o) for o in observations]
         b = len(rows)
         li = max(1, max(len(r["tok_ids"]) for r in rows))
         le = max(1, max(len(r["el_ids"]) for r in rows))

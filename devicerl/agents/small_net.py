@@ -13,12 +13,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from devicerl.actions import VALID_TYPES, ActionType
 from devicerl.agents.featurize import (
     ELEM_FEATURES,
     INSTR_FEATURES,
+    INSTR_QUOTED,
     ROLE_BUCKETS,
     FeatureBatch,
     FeatureConfig,
@@ -48,6 +50,10 @@ class SmallAgentConfig:
     #: Restrict the action types the agent may choose (names from `ActionType`); None = all.
     allowed_types: tuple[str, ...] | None = None
     temperature: float = 1.0
+    #: Initial weight of the span prior for quoted text: typed text is usually quoted in the
+    #: instruction ('Enter "Kasie" into ...'); a learnable bias on spans that start and end at
+    #: a quoted phrase's boundaries lets an untrained agent find it (0: no prior).
+    quote_prior: float = 3.0
     seed: int = 0
     features: FeatureConfig = field(default_factory=FeatureConfig)
 
@@ -164,12 +170,13 @@ class SmallPolicyNet(nn.Module):
         if cfg.allowed_types is not None:
             allowed = torch.tensor([t.value in cfg.allowed_types for t in VALID_TYPES])
         self.register_buffer("allowed_types", allowed, persistent=False)
+        self.quote_prior = nn.Parameter(torch.tensor(float(cfg.quote_prior)))
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
         enc = self.encoder(batch)
-        return self.heads(enc)
+        return self.heads(enc, batch.instr_feats[..., INSTR_QUOTED])
 
-    def heads(self, enc: Encoded) -> HeadLogits:
+    def heads(self, enc: Encoded, quoted: torch.Tensor | None = None) -> HeadLogits:
         cfg, scale = self.cfg, 1.0 / math.sqrt(self.cfg.d_model)
         g, instr, elems = enc.global_state, enc.instr, enc.elems
         has_elems, has_tokens = enc.elem_mask.any(1), enc.instr_mask.any(1)
@@ -185,6 +192,12 @@ class SmallPolicyNet(nn.Module):
         start = start + self.start_score(instr).squeeze(-1)
         end = torch.einsum("bsd,bed->bse", self.end_query(instr), self.end_key(instr)) * scale
         end = end + self.end_score(instr).squeeze(-1).unsqueeze(1)
+        if quoted is not None:  # boundaries of quoted phrases (see SmallAgentConfig.quote_prior)
+            q = quoted * enc.instr_mask
+            first = q * (1 - F.pad(q, (1, 0))[:, :-1])
+            last = q * (1 - F.pad(q, (0, 1))[:, 1:])
+            start = start + self.quote_prior * first
+            end = end + self.quote_prior * last.unsqueeze(1)
         li = instr.shape[1]
         idx = torch.arange(li, device=g.device)
         offset = idx.view(1, -1) - idx.view(-1, 1)  # end - start

@@ -17,7 +17,17 @@ from devicerl.cli.common import parse_args
 from devicerl.errors import DeviceRLError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("demo", "tasks", "view", "bench", "import-digirl", "judge-eval")
+COMMANDS = (
+    "demo",
+    "train",
+    "eval",
+    "collect",
+    "tasks",
+    "view",
+    "judge-eval",
+    "bench",
+    "import-digirl",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,7 +5,7 @@ from devicerl.envs.registry import EnvSpec, make, register, registered
 
 register("synthetic", "devicerl.envs.synthetic:SyntheticEnv")
 register("synthetic/*", "devicerl.envs.synthetic:SyntheticEnv")
-register("browser", "devicerl.envs.browser.env:BrowserEnv")
+register("browser", "devicerl.envs.browser.paged:make_browser")
 register("miniwob", "devicerl.tasks.miniwob:make_miniwob_env")
 register("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env")
 

@@ -62,6 +62,7 @@ def new_trajectory(inst: TaskInstance, reply: Reply | None, env_id: int, label: 
         env_id=env_id,
         device=label,
         reset_time_s=reply.elapsed_s if reply is not None else 0.0,
+        extras={"max_steps": inst.task.max_steps},
     )
 
 

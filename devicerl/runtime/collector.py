@@ -115,11 +115,16 @@ class Collector:
         with self._lock:
             self._next_policy = as_policy(policy)
 
-    def collect(self, n_episodes: int | None = None) -> Iterator[Trajectory]:
+    def collect(
+        self, n_episodes: int | None = None, stop: threading.Event | None = None
+    ) -> Iterator[Trajectory]:
         """Yield trajectories until ``n_episodes`` complete ones were yielded (None: until the
-        task sampler runs out). Truncated episodes are yielded too, and not counted."""
+        task sampler runs out) or ``stop`` is set. Truncated episodes are yielded too, and not
+        counted."""
         done = 0
         while n_episodes is None or done < n_episodes:
+            if stop is not None and stop.is_set():
+                return
             if not self._backlog:
                 if self.pool.done and not self._waiting:
                     if self.judge is None or not self.judge.pending:

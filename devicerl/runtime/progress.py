@@ -37,6 +37,7 @@ class RateProgress:
         self.completed = 0
         self.steps = 0
         self.successes = 0
+        self.episodes = 0
         self.fields: dict[str, Any] = {}
         self._t0 = time.perf_counter()
         self._last_line = self._t0
@@ -54,7 +55,9 @@ class RateProgress:
 
     @property
     def success_rate(self) -> float:
-        return self.successes / self.completed if self.completed else 0.0
+        """Successes per episode (per completed unit unless episodes are counted apart)."""
+        n = self.episodes if self.episodes else self.completed
+        return self.successes / n if n else 0.0
 
     def summary(self) -> str:
         total = f"/{self.total}" if self.total is not None else ""
@@ -66,12 +69,16 @@ class RateProgress:
         )
 
     # -- updates ------------------------------------------------------------------------------
-    def update(self, n: int = 1, *, steps: int = 0, successes: int = 0, **fields: Any) -> None:
-        """Add ``n`` finished units, ``steps`` env steps and ``successes``; extra named values
-        (e.g. ``loss=0.3``) are shown as they are."""
+    def update(
+        self, n: int = 1, *, steps: int = 0, successes: int = 0, episodes: int = 0, **fields: Any
+    ) -> None:
+        """Add ``n`` finished units, ``steps`` env steps and ``successes`` (out of ``episodes``
+        when the unit is not episodes, e.g. env steps); extra named values (e.g.
+        ``loss=0.3``) are shown as they are."""
         self.completed += n
         self.steps += steps
         self.successes += successes
+        self.episodes += episodes
         self.fields.update(fields)
         if self.disable:
             return

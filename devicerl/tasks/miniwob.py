@@ -292,10 +292,12 @@ def make_miniwob_env(
     data_mode: str = "train",
     reload_every: int = 0,
     serve: str = "http",
+    task_pages: int = 0,
     **browser: Any,
 ):
-    """``make("miniwob/<task>")``: a `BrowserEnv` with MiniWoB options (see `MiniWoBSuite`)."""
-    from devicerl.envs.browser.env import BrowserEnv
+    """``make("miniwob/<task>")``: a `BrowserEnv` with MiniWoB options (see `MiniWoBSuite`);
+    ``task_pages >= 1`` keeps that many task pages open (`PagedBrowserEnv`)."""
+    from devicerl.envs.browser.paged import make_browser
 
     options = dict(browser.pop("suite_options", None) or {})
     options["miniwob"] = {
@@ -305,4 +307,4 @@ def make_miniwob_env(
         "serve": serve,
     }
     MiniWoBSuite(**options["miniwob"])  # validate the options now, in one line
-    return BrowserEnv(task, suite_options=options, **browser)
+    return make_browser(task, task_pages=task_pages, suite_options=options, **browser)

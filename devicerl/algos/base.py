@@ -1,0 +1,131 @@
+"""What every learner shares: the actor's advantage-filtered regression and its bookkeeping.
+
+A learner turns a replay of trajectories into parameter updates. It sees policies, critics and
+tensors only — never devices, pools or processes — so the same update runs offline from a stored
+dataset or online beside an asynchronous collector.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from devicerl.agents.base import Policy, require_trainable
+from devicerl.algos.formulas import weighted_nll
+from devicerl.records import Trajectory
+
+
+@dataclass
+class ActorConfig:
+    """Optimisation of the actor (defaults follow DigiRL's repository where they fit a
+    from-scratch small agent; see the README's Training section)."""
+
+    lr: float = field(default=1e-4, metadata={"help": "actor learning rate (AdamW)"})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
+    updates: int = field(default=20, metadata={"help": "actor updates per iteration"})
+    batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch"})
+    grad_accum: int = field(default=1, metadata={"help": "minibatches per optimizer step"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip (0: none)"})
+
+
+@dataclass
+class Sample:
+    """One (observation, action) pair the actor learns to reproduce, with its weight."""
+
+    trajectory: Trajectory
+    index: int
+    weight: float = 1.0
+
+
+def usable(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
+    """Trajectories that can teach: with steps, ended by the task or the agent, never by
+    infrastructure (a truncated episode says nothing about the agent)."""
+    return [t for t in trajectories if t.steps and t.is_complete and not t.is_truncated]
+
+
+def horizon(t: Trajectory, default: int = 10) -> int:
+    """The task's step budget H (recorded by the pool), for DigiRL's 1/H threshold."""
+    return int(t.extras.get("max_steps") or max(default, t.length))
+
+
+class Learner(ABC):
+    """Updates an actor (and possibly critics) from trajectories."""
+
+    name = "learner"
+
+    def __init__(self, actor: Policy, config: ActorConfig, seed: int = 0) -> None:
+        self.actor = require_trainable(actor)
+        featurizer = getattr(actor, "featurizer", None)
+        if featurizer is not None and hasattr(featurizer, "enable_cache"):
+            featurizer.enable_cache()  # replay observations are featurized again and again
+        self.actor_config = config
+        self.actor_opt = torch.optim.AdamW(
+            list(actor.parameters()), lr=config.lr, weight_decay=config.weight_decay
+        )
+        self.rng = random.Random(seed)
+        self.updates_done = 0
+
+    @abstractmethod
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        """One iteration of updates from the replay; returns namespaced metrics."""
+
+    def modules(self) -> dict[str, nn.Module]:
+        """Named modules whose weights a checkpoint must hold (the actor is saved apart)."""
+        return {}
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor": self.actor_opt}
+
+    # -- the actor's regression ---------------------------------------------------------------
+    def actor_step(self, samples: Sequence[Sample]) -> dict[str, float]:
+        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``."""
+        cfg = self.actor_config
+        if not samples:
+            return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
+        losses, norms = [], []
+        self.actor.train()  # type: ignore[attr-defined]
+        try:
+            for _ in range(cfg.updates):
+                self.actor_opt.zero_grad(set_to_none=True)
+                for _ in range(cfg.grad_accum):
+                    batch = [self.rng.choice(samples) for _ in range(cfg.batch_size)]
+                    loss = self._nll(batch) / cfg.grad_accum
+                    loss.backward()
+                    losses.append(loss.item() * cfg.grad_accum)
+                params = list(self.actor.parameters())
+                if cfg.grad_clip > 0:
+                    norms.append(float(nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
+                self.actor_opt.step()
+        finally:
+            self.actor.eval()  # type: ignore[attr-defined]
+        self.updates_done += cfg.updates
+        out = {
+            "train/actor_loss": sum(losses) / len(losses),
+            "train/actor_samples": float(len(samples)),
+        }
+        if norms:
+            out["train/actor_grad_norm"] = sum(norms) / len(norms)
+        return out
+
+    def _nll(self, batch: Sequence[Sample]) -> torch.Tensor:
+        steps = [s.trajectory.steps[s.index] for s in batch]
+        log_probs = self.actor.log_prob(
+            [st.observation for st in steps], [st.action for st in steps], [st.text for st in steps]
+        )
+        weights = torch.tensor([s.weight for s in batch], device=log_probs.device)
+        return weighted_nll(log_probs, weights)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"updates_done": self.updates_done, "rng": list(self.rng.getstate()[1])}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.updates_done = int(state.get("updates_done", 0))
+        if "rng" in state:
+            self.rng.setstate((3, tuple(state["rng"]), None))

@@ -1,0 +1,48 @@
+"""Filtered behaviour cloning: imitate the top-p trajectories by return.
+
+Rule when few succeed (the reference's edge case): a trajectory with return <= 0 is never kept.
+When fewer than ``ceil(top_p * N)`` trajectories succeed, only the successful ones are kept;
+when none succeeds, the iteration makes no actor update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from devicerl.agents.base import Policy
+from devicerl.algos.base import ActorConfig, Learner, Sample, usable
+from devicerl.algos.formulas import filtered_bc_mask
+from devicerl.records import Trajectory
+
+
+@dataclass
+class FilteredBCConfig:
+    """Filtered BC's options."""
+
+    top_p: float = field(default=0.1, metadata={"help": "fraction of trajectories kept"})
+    actor: ActorConfig = field(default_factory=ActorConfig)
+
+
+class FilteredBC(Learner):
+    """Maximise the log-likelihood of every step of the kept trajectories."""
+
+    name = "filtered_bc"
+
+    def __init__(self, actor: Policy, config: FilteredBCConfig, seed: int = 0) -> None:
+        super().__init__(actor, config.actor, seed)
+        self.config = config
+
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        data = usable(trajectories)
+        if not data:
+            return {"train/data_trajectories": 0.0}
+        returns = torch.tensor([t.total_reward for t in data], dtype=torch.float32)
+        keep = filtered_bc_mask(returns, self.config.top_p).tolist()
+        samples = [Sample(t, i) for t, k in zip(data, keep) if k for i in range(t.length)]
+        metrics = self.actor_step(samples)
+        metrics["train/data_trajectories"] = float(len(data))
+        metrics["train/kept_trajectories"] = float(sum(keep))
+        return metrics

@@ -1,0 +1,52 @@
+"""``devicerl train``: offline, online, off-to-online training (and eval-only) from a config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from devicerl.cli.common import add_config_args, resolve_config, start_run
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from devicerl.runtime.train_config import TrainConfig
+
+    p = sub.add_parser(
+        "train",
+        help="train an agent (Filtered BC or DigiRL; offline, online, off2on)",
+        description="Train an agent into RUN_DIR (config.yaml, trajectories/, metrics.jsonl, "
+        "tb/, checkpoints/, agent/, summary.json). Example configs are in configs/. "
+        "Resume a run after a crash or kill with: devicerl train --resume RUN_DIR",
+    )
+    p.add_argument("--out", default=None, help="run folder (default: runs/<mode>-<algo>)")
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        default=None,
+        help="continue the run in RUN_DIR from its latest checkpoint (its saved config, "
+        "plus any overrides given here)",
+    )
+    add_config_args(p, TrainConfig)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.trainer import Trainer
+
+    if args.resume:
+        run_dir = RunDir(args.resume)
+        overrides = [*args.config_set, *args.config_overrides]
+        cfg = run_dir.load_config(TrainConfig, overrides)
+        if overrides:
+            run_dir.save_config(cfg)
+        trainer = Trainer(cfg, run_dir, resume=True)
+    else:
+        cfg = resolve_config(args)
+        run_dir = start_run(args.out or f"runs/{cfg.mode}-{cfg.algo}", cfg)
+        trainer = Trainer(cfg, run_dir)
+    summary = trainer.run()
+    print(json.dumps({k: v for k, v in summary.items() if k != "eval"}, default=str))
+    print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")
+    return 0

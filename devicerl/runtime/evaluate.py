@@ -1,0 +1,117 @@
+"""Evaluation: the first N tasks of a split, in order, with fixed seeds; success with a
+95 % Wilson confidence interval, per task and overall."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from devicerl.agents.base import Policy
+from devicerl.judges.apply import is_labelled
+from devicerl.pool.pool import EnvPool
+from devicerl.records import Trajectory
+from devicerl.runtime.collector import Collector
+from devicerl.tasks.base import Task, TaskSampler
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (0, 1 when n == 0)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass
+class EvalResult:
+    """Success over the evaluated episodes (truncated/unlabelled ones are counted apart)."""
+
+    episodes: int = 0
+    successes: int = 0
+    truncated: int = 0
+    unlabelled: int = 0
+    env_steps: int = 0
+    per_task: dict[str, list[int]] = field(default_factory=dict)  # task -> [successes, n]
+
+    @property
+    def success_rate(self) -> float:
+        return self.successes / self.episodes if self.episodes else 0.0
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return wilson_interval(self.successes, self.episodes)
+
+    def add(self, t: Trajectory) -> None:
+        self.env_steps += t.length
+        if t.is_truncated:
+            self.truncated += 1
+            return
+        if not is_labelled(t):
+            self.unlabelled += 1
+            return
+        self.episodes += 1
+        self.successes += int(t.success)
+        row = self.per_task.setdefault(t.task, [0, 0])
+        row[0] += int(t.success)
+        row[1] += 1
+
+    def as_dict(self) -> dict[str, Any]:
+        lo, hi = self.interval
+        return {
+            "success_rate": self.success_rate,
+            "ci95": [lo, hi],
+            "episodes": self.episodes,
+            "successes": self.successes,
+            "truncated": self.truncated,
+            "unlabelled": self.unlabelled,
+            "env_steps": self.env_steps,
+            "per_task": {k: {"successes": s, "episodes": n} for k, (s, n) in self.per_task.items()},
+        }
+
+    def table(self) -> str:
+        lines = [f"{'task':40s} {'success':>8s} {'n':>5s}"]
+        for task, (s, n) in sorted(self.per_task.items()):
+            lines.append(f"{task:40s} {s / n:8.1%} {n:5d}")
+        lo, hi = self.interval
+        lines.append(
+            f"{'overall':40s} {self.success_rate:8.1%} {self.episodes:5d}  "
+            f"(95% CI {lo:.1%}-{hi:.1%}; truncated {self.truncated}, "
+            f"unlabelled {self.unlabelled})"
+        )
+        return "\n".join(lines)
+
+
+def eval_sampler(tasks: Sequence[Task], n_tasks: int, episodes_per_task: int, seed: int):
+    """The first ``n_tasks`` tasks, each ``episodes_per_task`` times, in order, fixed seeds."""
+    chosen = list(tasks)[:n_tasks]
+    ordered = [t for t in chosen for _ in range(episodes_per_task)]
+    return TaskSampler(ordered, mode="sequential", seed=seed, cycle=False)
+
+
+def evaluate_policy(
+    make_pool: Callable[[TaskSampler], EnvPool],
+    policy: Policy,
+    sampler: TaskSampler,
+    *,
+    greedy: bool = True,
+    judge: Any = None,
+    on_episode: Callable[[Trajectory], None] | None = None,
+) -> EvalResult:
+    """Run ``policy`` over every instance of ``sampler`` once and score it."""
+    result = EvalResult()
+    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    result.per_task = per_task
+    with make_pool(sampler) as pool:
+        collector = Collector(pool, policy, greedy=greedy, judge=judge)
+        for traj in collector.collect(None):
+            result.add(traj)
+            if on_episode is not None:
+                on_episode(traj)
+    result.per_task = dict(per_task)
+    return result

@@ -1,0 +1,113 @@
+"""The configuration of `devicerl train` and `devicerl eval` (YAML <-> these dataclasses).
+
+Every field's help text is what ``devicerl train --help`` prints. Ready-made configs for each
+mode and algorithm live in the repository's ``configs/`` folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from devicerl.agents.factory import AgentSpec
+from devicerl.algos.digirl import DigiRLConfig
+from devicerl.algos.filtered_bc import FilteredBCConfig
+from devicerl.errors import ConfigError
+from devicerl.judges.config import JudgeConfig
+from devicerl.runtime.metrics import LoggingConfig
+
+
+@dataclass
+class EnvConfig:
+    """The devices."""
+
+    name: str = field(
+        default="browser", metadata={"help": "device backend: browser, synthetic, android, ..."}
+    )
+    kwargs: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "device options, e.g. {screenshot: false}"}
+    )
+    num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel"})
+    worker: Literal["subprocess", "serial", "ray"] = field(
+        default="subprocess", metadata={"help": "where devices run"}
+    )
+    step_timeout_s: float = field(default=30.0, metadata={"help": "restart a device after"})
+    reset_timeout_s: float = field(default=60.0, metadata={"help": "restart a device after"})
+
+
+@dataclass
+class TasksConfig:
+    """Which tasks to train and evaluate on (suites, splits, globs or instruction-list paths)."""
+
+    train: str = field(default="miniwob-dev", metadata={"help": "training task spec"})
+    eval: str = field(default="", metadata={"help": "evaluation task spec (empty: train)"})
+    max_steps: int | None = field(default=None, metadata={"help": "override step budgets"})
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation: the first ``n_tasks`` tasks of the split, in order, each ``episodes_per_task``
+    times with fixed seeds, greedy by default; success with a 95 % Wilson interval."""
+
+    n_tasks: int = field(default=96, metadata={"help": "first N tasks of the eval split"})
+    episodes_per_task: int = field(default=1, metadata={"help": "seeds per task"})
+    greedy: bool = field(default=True, metadata={"help": "arg-max actions (else sample)"})
+    seed: int = field(default=10_000, metadata={"help": "seed of the evaluation instances"})
+    at_end: bool = field(default=True, metadata={"help": "evaluate when training ends"})
+
+
+@dataclass
+class TrainConfig:
+    """A training (or evaluation) run."""
+
+    mode: Literal["online", "offline", "off2on", "eval"] = field(
+        default="online", metadata={"help": "offline | online | off2on | eval"}
+    )
+    algo: Literal["digirl", "filtered_bc", "none"] = field(
+        default="digirl", metadata={"help": "learning algorithm (none: collect only)"}
+    )
+    seed: int = field(default=0, metadata={"help": "global seed"})
+    env: EnvConfig = field(default_factory=EnvConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    agent: AgentSpec = field(default_factory=AgentSpec)
+    judge: JudgeConfig = field(default_factory=JudgeConfig)
+    digirl: DigiRLConfig = field(default_factory=DigiRLConfig)
+    filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    trajectories_per_iter: int = field(
+        default=16, metadata={"help": "K: new trajectories per iteration"}
+    )
+    replay_capacity: int = field(default=2000, metadata={"help": "trajectories kept"})
+    env_steps: int = field(default=20_000, metadata={"help": "online budget of env steps"})
+    max_iterations: int = field(default=0, metadata={"help": "stop after (0: no limit)"})
+    offline_data: str = field(
+        default="", metadata={"help": "stored trajectories: a run dir, a store, or DigiRL .pt"}
+    )
+    offline_iterations: int = field(default=100, metadata={"help": "updates of offline phase"})
+    overlap: bool = field(
+        default=True, metadata={"help": "keep collecting while the learner updates"}
+    )
+    max_policy_lag: int = field(
+        default=4, metadata={"help": "drop trajectories this many versions older or more"}
+    )
+    max_ahead: int = field(
+        default=0, metadata={"help": "collector pauses with this many unconsumed (0: 2K)"}
+    )
+    checkpoint_every: int = field(default=5, metadata={"help": "iterations between checkpoints"})
+    keep_checkpoints: int = field(default=3, metadata={"help": "checkpoints kept"})
+    torch_threads: int = field(default=1, metadata={"help": "torch CPU threads (0: default)"})
+
+    def validate(self) -> None:
+        if self.mode in ("offline", "off2on") and not self.offline_data:
+            raise ConfigError(f"mode {self.mode} needs offline_data (a run dir, store or .pt)")
+        if self.mode != "eval" and self.algo == "none" and self.mode != "online":
+            raise ConfigError("algo none only collects: use mode online or eval")
+        if self.trajectories_per_iter < 1 or self.replay_capacity < 1:
+            raise ConfigError("trajectories_per_iter and replay_capacity must be >= 1")
+        if self.max_policy_lag < 1:
+            raise ConfigError("max_policy_lag must be >= 1")
+
+    @property
+    def eval_tasks(self) -> str:
+        return self.tasks.eval or self.tasks.train

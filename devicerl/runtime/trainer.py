@@ -1,0 +1,397 @@
+"""The training loops: offline, online, off-to-online and eval-only, resumable after kill -9.
+
+Online, an iteration takes K fresh trajectories from the background collector (which keeps the
+devices stepping meanwhile), adds them to a bounded replay buffer, runs the learner's updates
+on the buffer and publishes the new weights; the collector picks them up between batches.
+Every trajectory carries the version of the policy that acted; one whose version lags the
+learner by ``max_policy_lag`` or more is kept in the store but not trained on (see the README
+for why we drop rather than down-weight, and the measured lag).
+
+Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
+weights (safetensors), optimizers, trainer state, RNG states and the replay buffer as pointers
+into that store, so ``devicerl train --resume RUN_DIR`` continues where the last checkpoint was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from devicerl.agents.base import Policy, require_trainable
+from devicerl.algos.base import Learner
+from devicerl.data.replay import ReplayBuffer
+from devicerl.envs.registry import EnvSpec
+from devicerl.errors import ConfigError
+from devicerl.judges.apply import is_labelled
+from devicerl.pool.pool import EnvPool
+from devicerl.pool.supervisor import SupervisorConfig
+from devicerl.records import Trajectory
+from devicerl.runtime.acting import BackgroundCollector, WeightMailbox
+from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
+from devicerl.runtime.progress import RateProgress
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+from devicerl.tasks import TaskSampler, resolve
+
+log = logging.getLogger(__name__)
+
+ACTOR = "actor"
+
+
+@dataclass
+class TrainState:
+    """Counters that a checkpoint saves and a resume restores."""
+
+    iteration: int = 0
+    env_steps: int = 0
+    episodes: int = 0
+    successes: int = 0
+    truncated: int = 0
+    unlabelled: int = 0
+    dropped_stale: int = 0
+    version: int = 0
+    offline_done: int = 0
+
+
+def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:
+    if cfg.algo == "none":
+        return None
+    require_trainable(actor)
+    if cfg.algo == "digirl":
+        from devicerl.algos.digirl import DigiRL
+
+        return DigiRL(actor, cfg.digirl, seed=cfg.seed)
+    from devicerl.algos.filtered_bc import FilteredBC
+
+    return FilteredBC(actor, cfg.filtered_bc, seed=cfg.seed)
+
+
+def load_offline(spec: str) -> list[Trajectory]:
+    """Trajectories from run folders, stores or DigiRL ``.pt`` files (comma-separated)."""
+    from devicerl.data.digirl_import import iter_digirl
+    from devicerl.data.store import TrajectoryStore
+    from devicerl.runtime.run_dir import find_store
+
+    out: list[Trajectory] = []
+    for part in (p.strip() for p in spec.split(",")):
+        if not part:
+            continue
+        if part.endswith(".pt"):
+            out.extend(iter_digirl(part))
+        else:
+            out.extend(TrajectoryStore(find_store(part)).read_all())
+    if not out:
+        raise ConfigError(f"offline_data {spec!r} holds no trajectories")
+    return out
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    """Runs one `TrainConfig` in one run folder (see the module doc)."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: RunDir, *, resume: bool = False) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir.create()
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        seed_everything(cfg.seed)
+        self.actor = cfg.agent.make()
+        self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
+        self.replay = ReplayBuffer(cfg.replay_capacity, seed=cfg.seed)
+        self.state = TrainState()
+        self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
+        self.recent: deque[int] = deque(maxlen=100)
+        self.lags: list[int] = []
+        self.eval_result: EvalResult | None = None
+        if resume:
+            self._restore()
+
+    # -- devices ------------------------------------------------------------------------------
+    def make_pool(self, sampler: TaskSampler) -> EnvPool:
+        e = self.cfg.env
+        specs = [EnvSpec(e.name, dict(e.kwargs)) for _ in range(e.num_envs)]
+        return EnvPool(
+            specs,
+            tasks=sampler,
+            worker=e.worker,
+            supervision=SupervisorConfig(
+                step_timeout=e.step_timeout_s, reset_timeout=e.reset_timeout_s
+            ),
+            seed=self.cfg.seed,
+        )
+
+    def _train_sampler(self) -> TaskSampler:
+        tasks = resolve(self.cfg.tasks.train)
+        seed = self.cfg.seed * 1_000_003 + self.state.iteration  # a resume draws new instances
+        return TaskSampler(tasks, seed=seed, max_steps=self.cfg.tasks.max_steps)
+
+    def _judge_runner(self) -> Any:
+        if self.cfg.judge.kind == "native":
+            return None
+        from devicerl.judges.config import make_runner
+
+        return make_runner(self.cfg.judge)
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        with (
+            self.run_dir.writer(background=True) as self.writer,
+            self.run_dir.metrics_logger(cfg.logging, run_config=cfg) as self.metrics,
+        ):
+            if cfg.mode in ("offline", "off2on"):
+                self._offline_phase()
+            if cfg.mode in ("online", "off2on"):
+                self._online_phase()
+            if cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0):
+                self.eval_result = self.evaluate()
+                self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
+        if self.learner is not None:
+            self.actor.save(self.run_dir.path / "agent")
+        summary = self.summary(time.perf_counter() - t0)
+        (self.run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2))
+        return summary
+
+    def summary(self, elapsed_s: float) -> dict[str, Any]:
+        s = self.state
+        out: dict[str, Any] = {
+            "mode": self.cfg.mode,
+            "algo": self.cfg.algo,
+            **asdict(s),
+            "rollout_success_rate": s.successes / s.episodes if s.episodes else None,
+            "mean_policy_lag": float(np.mean(self.lags)) if self.lags else None,
+            "elapsed_s": elapsed_s,
+        }
+        if self.eval_result is not None:
+            out["eval"] = self.eval_result.as_dict()
+        return out
+
+    # -- offline ------------------------------------------------------------------------------
+    def _offline_phase(self) -> None:
+        cfg = self.cfg
+        if self.state.offline_done >= cfg.offline_iterations:
+            return
+        if not len(self.replay):
+            data = load_offline(cfg.offline_data)
+            for t in data:
+                self.writer.append(t)  # so the replay's pointers resolve after a resume
+                self._add_to_replay(t)
+            self.writer.flush()
+        assert self.learner is not None
+        with RateProgress("offline", total=cfg.offline_iterations, unit="iterations") as bar:
+            bar.update(self.state.offline_done)
+            while self.state.offline_done < cfg.offline_iterations:
+                metrics = self.learner.update(list(self.replay))
+                self.state.offline_done += 1
+                self.state.iteration += 1
+                self.state.version += 1
+                self.metrics.log(metrics, self.state.env_steps)
+                bar.update(1, loss=metrics.get("train/actor_loss", float("nan")))
+                if self.state.iteration % cfg.checkpoint_every == 0:
+                    self.checkpoint()
+        self.checkpoint()
+
+    def _add_to_replay(self, t: Trajectory) -> None:
+        self.replay.add(t)
+
+    # -- online -------------------------------------------------------------------------------
+    def _budget_left(self) -> bool:
+        cfg, s = self.cfg, self.state
+        if cfg.max_iterations and s.iteration >= cfg.max_iterations:
+            return False
+        return s.env_steps < cfg.env_steps
+
+    def _online_phase(self) -> None:
+        cfg = self.cfg
+        if not self._budget_left():
+            return
+        k = cfg.trajectories_per_iter
+        acting = cfg.agent.make()
+        if self.learner is not None:
+            acting.set_weights(self.actor.get_weights(), self.state.version)
+        mailbox = WeightMailbox()
+        mailbox.version = self.state.version
+        bg = BackgroundCollector(
+            lambda: self.make_pool(self._train_sampler()),
+            acting,
+            mailbox,
+            judge=self._judge_runner(),
+            max_ahead=cfg.max_ahead or 2 * k,
+            overlap=cfg.overlap,
+            batch=k,
+        ).start()
+        bar = RateProgress("train", total=cfg.env_steps, unit="env steps")
+        try:
+            with bar:
+                bar.update(self.state.env_steps)
+                while self._budget_left():
+                    self._iteration(bg, mailbox, bar)
+        finally:
+            bg.stop()
+        self.checkpoint()
+
+    def _iteration(self, bg: BackgroundCollector, mailbox: WeightMailbox, bar: RateProgress):
+        cfg, s = self.cfg, self.state
+        fresh: list[Trajectory] = []
+        t0 = time.perf_counter()
+        while len(fresh) < cfg.trajectories_per_iter and self._budget_left():
+            traj = bg.get(timeout=1.0)
+            if traj is None:
+                continue
+            before = (s.env_steps, s.episodes, s.successes)
+            if self._ingest(traj):
+                fresh.append(traj)
+            steps = s.env_steps - before[0]
+            bar.update(
+                steps,
+                steps=steps,
+                episodes=s.episodes - before[1],
+                successes=s.successes - before[2],
+            )
+        wait_s = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        metrics: dict[str, Any] = {}
+        if self.learner is not None and len(self.replay):
+            metrics = self.learner.update(list(self.replay))
+        learn_s = time.perf_counter() - t1
+        s.version += 1
+        s.iteration += 1
+        weights = self.actor.get_weights() if self.learner is not None else None
+        mailbox.publish(weights, s.version)
+        metrics.update(self._rollout_metrics(fresh, bg, wait_s, learn_s))
+        self.metrics.log(metrics, s.env_steps)
+        if s.iteration % cfg.checkpoint_every == 0:
+            self.checkpoint()
+
+    def _ingest(self, t: Trajectory) -> bool:
+        """Count and store one trajectory; True when it joins the replay buffer."""
+        s = self.state
+        s.env_steps += t.length
+        self.writer.append(t)
+        if t.is_truncated:
+            s.truncated += 1
+            return False
+        if not is_labelled(t):
+            s.unlabelled += 1
+            return False
+        s.episodes += 1
+        s.successes += int(t.success)
+        self.recent.append(int(t.success))
+        lag = s.version - t.policy_version
+        self.lags.append(lag)
+        if lag >= self.cfg.max_policy_lag:
+            s.dropped_stale += 1
+            return False
+        self._add_to_replay(t)
+        return True
+
+    @property
+    def recent_success(self) -> float:
+        return sum(self.recent) / len(self.recent) if self.recent else 0.0
+
+    def _rollout_metrics(
+        self, fresh: list[Trajectory], bg: BackgroundCollector, wait_s: float, learn_s: float
+    ) -> dict[str, float]:
+        s = self.state
+        recent_lags = self.lags[-len(fresh) :] if fresh else [0]
+        out = {
+            "rollout/success_rate": self.recent_success,
+            "rollout/iteration_success_rate": (
+                sum(t.success for t in fresh) / len(fresh) if fresh else 0.0
+            ),
+            "rollout/episode_length": (sum(t.length for t in fresh) / len(fresh) if fresh else 0.0),
+            "rollout/episodes": s.episodes,
+            "train/iteration": s.iteration,
+            "train/policy_version": s.version,
+            "train/policy_lag": float(np.mean(recent_lags)),
+            "train/dropped_stale": s.dropped_stale,
+            "train/replay_size": len(self.replay),
+            "time/wait_for_data_s": wait_s,
+            "time/learner_s": learn_s,
+        }
+        for k, v in bg.stats.items():
+            out[k.replace("collect/", "pool/")] = float(v)
+        return out
+
+    # -- evaluation ---------------------------------------------------------------------------
+    def evaluate(self) -> EvalResult:
+        cfg = self.cfg
+        tasks = resolve(cfg.eval_tasks)
+        if cfg.tasks.max_steps:
+            tasks = [t.with_max_steps(cfg.tasks.max_steps) for t in tasks]
+        sampler = eval_sampler(tasks, cfg.eval.n_tasks, cfg.eval.episodes_per_task, cfg.eval.seed)
+        total = min(len(tasks), cfg.eval.n_tasks) * cfg.eval.episodes_per_task
+        with RateProgress("eval", total=total) as bar:
+            result = evaluate_policy(
+                self.make_pool,
+                self.actor,
+                sampler,
+                greedy=cfg.eval.greedy,
+                judge=self._judge_runner(),
+                on_episode=lambda t: bar.update(1, steps=t.length, successes=int(t.success)),
+            )
+        (self.run_dir.path / "eval.json").write_text(json.dumps(result.as_dict(), indent=2))
+        print(result.table())
+        return result
+
+    @staticmethod
+    def _eval_metrics(result: EvalResult) -> dict[str, float]:
+        lo, hi = result.interval
+        return {
+            "eval/success_rate": result.success_rate,
+            "eval/ci95_low": lo,
+            "eval/ci95_high": hi,
+            "eval/episodes": result.episodes,
+        }
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def checkpoint(self) -> Path | None:
+        if self.learner is None:
+            return None
+        self.writer.flush()  # the replay's pointers must resolve in the store
+        models = {ACTOR: self.actor.get_weights()}
+        models.update({k: m.state_dict() for k, m in self.learner.modules().items()})
+        optims = {k: o.state_dict() for k, o in self.learner.optimizers().items()}
+        state = {
+            "train": asdict(self.state),
+            "replay": self.replay.state_dict(),
+            "learner": self.learner.state_dict(),
+            "recent": list(self.recent),
+            "lags": self.lags[-10_000:],
+        }
+        return self.ckpt.save(self.state.iteration, models, optims, state)
+
+    def _restore(self) -> None:
+        ck = self.ckpt.load_latest()
+        if ck is None:
+            log.warning("no checkpoint in %s: starting from scratch", self.ckpt.root)
+            return
+        self.actor.set_weights(ck.models[ACTOR], ck.state["train"]["version"])
+        if self.learner is not None:
+            for name, module in self.learner.modules().items():
+                module.load_state_dict(ck.models[name])
+            for name, opt in self.learner.optimizers().items():
+                if name in ck.optimizers:
+                    opt.load_state_dict(ck.optimizers[name])
+            self.learner.load_state_dict(ck.state.get("learner", {}))
+        self.state = TrainState(**ck.state["train"])
+        self.replay.load_state_dict(ck.state["replay"], self.run_dir.store())
+        self.recent.extend(ck.state.get("recent", []))
+        self.lags = list(ck.state.get("lags", []))
+        ck.restore_rng()
+        log.info("resumed from %s (iteration %d)", ck.path, ck.iteration)
