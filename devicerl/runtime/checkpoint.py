@@ -142,17 +142,27 @@ class CheckpointManager:
             _fsync_file(p)
         _fsync_dir(tmp)
         if final.exists():  # a re-run of the same iteration after a resume
-            shutil.rmtree(final)
+            self._discard(final)
         os.replace(tmp, final)
         _fsync_dir(self.root)
         atomic_write_text(self.root / LATEST, name)
         self._prune()
         return final
 
+    def _discard(self, path: Path) -> None:
+        """Unpublish `path` atomically (rename), then delete it: a kill mid-way never leaves a
+        half-deleted folder under a published name."""
+        trash = self.root / f".tmp-trash-{path.name}-{os.getpid()}"
+        if trash.exists():
+            shutil.rmtree(trash, ignore_errors=True)
+        os.replace(path, trash)
+        _fsync_dir(self.root)
+        shutil.rmtree(trash, ignore_errors=True)
+
     def _prune(self) -> None:
         done = self.published()
         for old in done[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+            self._discard(old)
         for stale in self.root.glob(".tmp-*"):
             if not stale.name.endswith(f"-{os.getpid()}"):
                 shutil.rmtree(stale, ignore_errors=True)

@@ -105,12 +105,12 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, run_dir: RunDir, *, resume: bool = False) -> None:
         self.cfg = cfg
-        self.run_dir = run_dir.create()
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         self.actor = cfg.agent.make()
         self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
+        self.run_dir = run_dir.create()
         self.replay = ReplayBuffer(cfg.replay_capacity, seed=cfg.seed)
         self.state = TrainState()
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)

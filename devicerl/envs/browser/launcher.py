@@ -177,6 +177,15 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _remove_tree(path: Path, attempts: int = 20) -> None:
+    """`rmtree` that retries while dying Chromium helpers still write files into `path`."""
+    for _ in range(attempts):
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            return
+        time.sleep(0.05)
+
+
 def sweep_stale_profiles(base: str | os.PathLike[str] | None = None) -> int:
     """Remove profile folders whose owning process is gone; returns how many were removed."""
     root = Path(base or tempfile.gettempdir())
@@ -188,7 +197,7 @@ def sweep_stale_profiles(base: str | os.PathLike[str] | None = None) -> int:
             except ValueError:
                 continue
             if owner != os.getpid() and not _pid_alive(owner):
-                shutil.rmtree(entry, ignore_errors=True)
+                _remove_tree(entry)
                 removed += 1
     return removed
 

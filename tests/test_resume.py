@@ -1,0 +1,111 @@
+"""Kill -9 the training process at random moments, resume, repeat: no corrupt checkpoint, the
+run keeps its progress and finishes; no worker process outlives a killed trainer."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from devicerl.runtime.checkpoint import CheckpointManager
+
+ITERATIONS = 40
+ARGS = [
+    "env.name=synthetic",
+    "env.num_envs=2",
+    "tasks.train=synthetic/tap",
+    "logging.tensorboard=false",
+    "trajectories_per_iter=8",
+    f"max_iterations={ITERATIONS}",
+    "env_steps=1000000",
+    "checkpoint_every=1",
+    "eval.at_end=false",
+    "digirl.actor.updates=4",
+    "digirl.actor.batch_size=16",
+    "digirl.critic.step_updates=2",
+    "digirl.critic.instruction_updates=2",
+]
+
+
+def _start(cmd: list[str], tag: str) -> subprocess.Popen:
+    env = dict(os.environ, DEVICERL_TEST_TAG=tag)
+    return subprocess.Popen(
+        [sys.executable, "-m", "devicerl", *cmd],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DEVICERL_TEST_TAG") == tag:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def _check_checkpoints(root: Path) -> int:
+    """Every published checkpoint loads completely; returns the newest iteration."""
+    mgr = CheckpointManager(root)
+    newest = 0
+    for path in mgr.published():
+        ck = mgr.load(path)  # raises DataError on any missing/truncated/corrupt file
+        assert {"actor", "instr_critic", "step_critic"} <= set(ck.models)
+        newest = max(newest, ck.iteration)
+    return newest
+
+
+@pytest.mark.slow
+def test_kill9_and_resume(tmp_path) -> None:
+    run = tmp_path / "run"
+    rng = random.Random(7)
+    tag = uuid.uuid4().hex
+    progress = [0]
+    trials = 0
+    proc = _start(["train", "--out", str(run), "env.worker=subprocess", *ARGS], tag)
+    while True:
+        time.sleep(rng.uniform(3.0, 7.0))  # start-up takes ~3 s
+        if proc.poll() is not None:
+            break  # finished before the kill
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        trials += 1
+        if run.joinpath("checkpoints").exists():
+            newest = _check_checkpoints(run / "checkpoints")
+            assert newest >= progress[-1]
+            progress.append(newest)
+        if trials == 1:  # the killed trainer's worker processes must go away by themselves
+            deadline = time.monotonic() + 15
+            while _tagged(tag) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not _tagged(tag), "worker processes outlived the killed trainer"
+        resume = None
+        if (run / "config.yaml").exists():
+            resume = ["train", "--resume", str(run), "env.worker=serial"]
+        proc = _start(
+            resume or ["train", "--out", str(run), *ARGS, "env.worker=serial"],
+            tag,
+        )
+        if trials >= 12:
+            break
+    rc = proc.wait(timeout=300)
+    assert rc == 0, proc.stderr.read() if proc.stderr else ""
+    assert trials >= 10
+    assert progress == sorted(progress), progress
+    assert len(set(progress)) >= 5, f"too few resumed trials made progress: {progress}"
+    assert _check_checkpoints(run / "checkpoints") == ITERATIONS
+    assert (run / "summary.json").exists()
+    assert not _tagged(tag)
