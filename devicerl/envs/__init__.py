@@ -8,5 +8,6 @@ register("synthetic/*", "devicerl.envs.synthetic:SyntheticEnv")
 register("browser", "devicerl.envs.browser.paged:make_browser")
 register("miniwob", "devicerl.tasks.miniwob:make_miniwob_env")
 register("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env")
+register("android", "devicerl.envs.android.env:AndroidEnv")
 
 __all__ = ["DeviceEnv", "EnvSpec", "TaskStatus", "make", "register", "registered"]

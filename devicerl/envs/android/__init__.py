@@ -1,0 +1,9 @@
+"""Android phones and emulators over ADB: `AndroidEnv` (``make("android", serial=...)``).
+
+Needs the ``android`` extra (adbutils). `devicerl.envs.android.fake_server` is a loopback adb
+server with recorded screens, for tests and dry runs without a device.
+"""
+
+from devicerl.envs.android.env import AndroidEnv
+
+__all__ = ["AndroidEnv"]
