@@ -137,6 +137,45 @@ def test_oracle_solves_the_dev_split(env):
             assert r.info["success"], (task, seed)
 
 
+def test_task_pages_keep_one_page_per_task_and_episodes_unchanged():
+    """``task_pages``: each task keeps its page (LRU beyond the limit); episodes play the same
+    as on a single page, whichever page serves them."""
+    from devicerl.envs.browser.paged import PagedBrowserEnv
+
+    with pytest.raises(ConfigError, match="task_pages"):
+        PagedBrowserEnv(task_pages=0)
+    paged, single = (
+        make("miniwob", task_pages=2, screenshot=False),
+        make("miniwob", screenshot=False),
+    )
+    try:
+        assert isinstance(paged, PagedBrowserEnv)
+        plan = ["click-button", "enter-text", "click-button", "click-tab", "enter-text"]
+        pages = []
+        for i, task in enumerate(plan):
+            first = {}
+            for env in (paged, single):
+                obs = env.reset(f"miniwob/{task}", seed=i)
+                first[env] = (obs.instruction, [(e.role, e.text, e.bbox) for e in obs.elements])
+                oracle = MiniWoBOracle(task)
+                for _ in range(env.task.max_steps):
+                    r = env.step(oracle.act(obs))
+                    obs = r.observation
+                    if r.done:
+                        break
+                assert r.info["success"], (task, i, env)
+            assert first[paged] == first[single]
+            pages.append(paged._current)
+            recent = list(dict.fromkeys(reversed(plan[: i + 1])))[:2]
+            assert list(paged._pages) == [f"miniwob/{t}" for t in recent[::-1]]  # LRU first
+        assert pages[0] is pages[2]  # click-button came back to its page
+        assert pages[1] is not pages[4]  # enter-text's page was closed (LRU) and reopened
+        assert pages[1]._closed
+    finally:
+        paged.close()
+        single.close()
+
+
 def test_other_task_kinds_reset_and_step(env):
     obs = env.reset("miniwob/flight.AA", seed=1)
     assert obs.screen_size == (375, 667) and obs.screenshot.shape == (667, 375, 3)

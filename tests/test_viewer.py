@@ -20,7 +20,7 @@ def run(tmp_path_factory):
     """A real run: the demo collects with synthetic devices; two hand-made episodes (a swipe
     judged by a VLM verdict, a crash at reset) join it through the run's writer."""
     path = tmp_path_factory.mktemp("run") / "demo"
-    r = devicerl("demo", "--episodes", "10", "--devices", "2", "--out", str(path))
+    r = devicerl("demo", "--synthetic", "--episodes", "10", "--devices", "2", "--out", str(path))
     assert r.returncode == 0, r.stderr
     with RunDir(path).writer() as w:
         w.extend([swipe_episode(), truncated_at_reset()])

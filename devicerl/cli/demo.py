@@ -1,10 +1,14 @@
 """``devicerl demo``: the embedded default job (see README).
 
-Today it runs a real collection with a random agent on several synthetic devices (with
-simulated latency), stepped asynchronously by the device pool (one worker process per device)
-and the collector, into a run folder — trajectories in the store, metrics in ``metrics.jsonl``
-and TensorBoard, a summary — viewable with ``devicerl view``; later it becomes a short
-MiniWoB++ training run.
+By default, a short version of the learning benchmark (``benchmarks/learning.py``): the small
+CPU agent trains with DigiRL online on the MiniWoB++ development suite in headless Chromium
+(three devices stepped asynchronously, learning overlapped with acting), then it and the random
+policy are evaluated greedily on the same instances. Progress bars show env steps/s and success;
+the report (``report.md``: a table, ``learning.png``: success vs env steps and wall-clock) and
+each run's folder (trajectories, metrics, checkpoints, agent) land in ``--out``.
+
+``--synthetic`` runs a random-agent collection on synthetic devices instead (seconds, no
+browser): the device pool with one worker process per device, trajectories in the store.
 """
 
 from __future__ import annotations
@@ -15,20 +19,45 @@ import json
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded default job and write a report")
-    p.add_argument("--episodes", type=int, default=200, help="episodes to collect")
-    p.add_argument("--devices", type=int, default=4, help="synthetic devices")
-    p.add_argument("--out", default="runs/demo", help="run folder for the report")
+    p.add_argument("--out", default="runs/demo", help="folder for the report and the runs")
     p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--budget", type=int, default=2500, help="env steps of training")
+    p.add_argument("--eval-episodes", type=int, default=10, help="eval seeds per task")
+    p.add_argument(
+        "--synthetic", action="store_true", help="random-agent collection on synthetic devices"
+    )
+    p.add_argument("--episodes", type=int, default=200, help="--synthetic: episodes to collect")
+    p.add_argument("--devices", type=int, default=4, help="--synthetic: devices")
     p.add_argument(
         "--worker",
         default="subprocess",
         choices=["serial", "subprocess", "ray"],
-        help="where devices run (default: one process each)",
+        help="--synthetic: where devices run (default: one process each)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.synthetic:
+        return collect_synthetic(args)
+    from devicerl.runtime.comparison import compare, table
+
+    report = compare(
+        args.out,
+        systems=("random", "digirl"),
+        seeds=(args.seed,),
+        budget=args.budget,
+        eval_episodes=args.eval_episodes,
+    )
+    print(table(report["summary"]))
+    print(report["result"])
+    print(f"report written to {args.out}/report.md (curves: {args.out}/learning.png)")
+    print(f"see the episodes with: devicerl view {args.out}/digirl-s{args.seed}")
+    return 0
+
+
+def collect_synthetic(args: argparse.Namespace) -> int:
+    """Random agent on synthetic devices through the pool and the collector, into a run."""
     from devicerl.agents import RandomPolicy
     from devicerl.envs import EnvSpec
     from devicerl.pool import EnvPool

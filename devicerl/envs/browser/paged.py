@@ -16,6 +16,7 @@ from typing import Any
 from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.env import BrowserEnv
+from devicerl.errors import ConfigError
 from devicerl.records import Observation, StepResult
 from devicerl.tasks.base import Task
 
@@ -29,7 +30,7 @@ class PagedBrowserEnv(DeviceEnv):
     def __init__(self, task: Task | str | None = None, *, task_pages: int = 8, **options: Any):
         super().__init__(task)
         if task_pages < 1:
-            raise ValueError(f"task_pages must be >= 1, got {task_pages}")
+            raise ConfigError(f"browser: task_pages must be >= 1, got {task_pages}")
         self.task_pages = task_pages
         self.options = options
         self._pages: OrderedDict[str, BrowserEnv] = OrderedDict()

@@ -1,0 +1,254 @@
+"""Side-by-side learning comparison: random policy, Filtered BC and DigiRL on one env budget.
+
+Each (system, seed) is a real training run (`Trainer`) in its own folder under the output
+folder; the learners train online from scratch, then every system is evaluated greedily on the
+same task instances (first ``n_tasks`` of the split x ``episodes_per_task`` seeds). The report
+holds a table (final success, 95 % interval, wall-clock), learning curves against env steps and
+wall-clock (``learning.png``), ``comparison.json`` and ``report.md``.
+
+Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a short one).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from devicerl.config import load_config
+from devicerl.runtime.evaluate import wilson_interval
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+
+SYSTEMS = ("random", "filtered_bc", "digirl")
+
+#: The MiniWoB++ development setup: the small CPU agent reads the DOM (no screenshots), three
+#: Chromium devices with a page cache per task, taps and typing only.
+MINIWOB_DEV = [
+    "env.name=browser",
+    "env.kwargs={screenshot: false, task_pages: 8}",
+    "env.num_envs=3",
+    "tasks.train=miniwob-dev",
+    "agent.kind=small",
+    "agent.small.allowed_types=[DUAL_POINT, TYPE]",
+    "agent.small.swipes=false",
+    "trajectories_per_iter=32",
+    "digirl.actor.lr=1e-3",
+    "digirl.critic.lr=1e-3",
+    "filtered_bc.actor.lr=1e-3",
+    "eval.n_tasks=8",
+    "logging.tensorboard=false",
+    "checkpoint_every=1000000",
+]
+
+
+@dataclass
+class RunResult:
+    """One (system, seed) run: final greedy success and its learning curve."""
+
+    system: str
+    seed: int
+    success: float
+    episodes: int
+    env_steps: int
+    wall_s: float
+    curve: list[dict[str, float]] = field(default_factory=list)  # step, time_s, success
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def system_overrides(system: str) -> list[str]:
+    """Config overrides that turn the shared setup into `system`."""
+    if system == "random":
+        return ["mode=eval", "algo=none", "agent.kind=random"]
+    if system in ("filtered_bc", "digirl"):
+        return ["mode=online", f"algo={system}"]
+    raise ValueError(f"unknown system {system!r}; choose from {', '.join(SYSTEMS)}")
+
+
+def _curve(metrics_file: Path, t0: float) -> list[dict[str, float]]:
+    out = []
+    if not metrics_file.exists():
+        return out
+    for line in metrics_file.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        if "rollout/iteration_success_rate" in rec:
+            out.append(
+                {
+                    "step": float(rec["step"]),
+                    "time_s": float(rec["time"]) - t0,
+                    "success": float(rec["rollout/iteration_success_rate"]),
+                }
+            )
+    return out
+
+
+def run_one(
+    system: str, seed: int, out: Path, base: Sequence[str], budget: int, eval_episodes: int
+) -> RunResult:
+    """Train (unless random) and evaluate one system with one seed in ``out/<system>-s<seed>``."""
+    from devicerl.runtime.trainer import Trainer
+
+    overrides = [
+        *base,
+        *system_overrides(system),
+        f"seed={seed}",
+        f"env_steps={budget}",
+        f"eval.episodes_per_task={eval_episodes}",
+    ]
+    cfg = load_config(TrainConfig, None, overrides)
+    folder = out / f"{system}-s{seed}"
+    if folder.exists():  # a fresh run: never append to an older run's metrics
+        shutil.rmtree(folder)
+    run_dir = RunDir(folder).create()
+    run_dir.save_config(cfg)
+    t0 = time.time()
+    summary = Trainer(cfg, run_dir).run()
+    ev = summary["eval"]
+    return RunResult(
+        system=system,
+        seed=seed,
+        success=float(ev["success_rate"]),
+        episodes=int(ev["episodes"]),
+        env_steps=int(summary["env_steps"]),
+        wall_s=time.time() - t0,
+        curve=_curve(run_dir.path / "metrics.jsonl", t0),
+    )
+
+
+def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, float]]:
+    """Per system: mean/min/max final success over seeds, pooled 95 % interval, mean wall-clock."""
+    out: dict[str, dict[str, float]] = {}
+    for system in SYSTEMS:
+        rs = [r for r in results if r.system == system]
+        if not rs:
+            continue
+        succ = [r.success for r in rs]
+        n = sum(r.episodes for r in rs)
+        k = round(sum(r.success * r.episodes for r in rs))
+        lo, hi = wilson_interval(k, n)
+        out[system] = {
+            "mean": float(np.mean(succ)),
+            "min": float(min(succ)),
+            "max": float(max(succ)),
+            "ci95_low": lo,
+            "ci95_high": hi,
+            "seeds": len(rs),
+            "env_steps": float(np.mean([r.env_steps for r in rs])),
+            "wall_s": float(np.mean([r.wall_s for r in rs])),
+        }
+    return out
+
+
+def table(summary: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "| system | final success (mean over seeds) | min-max | 95 % CI (pooled) | seeds "
+        "| env steps | wall-clock s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for system, s in summary.items():
+        lines.append(
+            f"| {system} | {s['mean']:.3f} | {s['min']:.3f}-{s['max']:.3f} "
+            f"| [{s['ci95_low']:.3f}, {s['ci95_high']:.3f}] | {int(s['seeds'])} "
+            f"| {s['env_steps']:.0f} | {s['wall_s']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(results: Sequence[RunResult], path: Path, window: int = 3) -> Path:
+    """Rollout success against env steps and wall-clock (one line per run; random dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    colours = {"random": "tab:gray", "filtered_bc": "tab:orange", "digirl": "tab:blue"}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for r in results:
+        c = colours.get(r.system, "k")
+        if r.curve:
+            raw = [p["success"] for p in r.curve]
+            ys = [np.mean(raw[max(0, i - window + 1) : i + 1]) for i in range(len(raw))]
+            for ax, key in zip(axes, ("step", "time_s")):
+                ax.plot([p[key] for p in r.curve], ys, color=c, alpha=0.8, label=r.system)
+                ax.scatter([r.curve[-1][key]], [r.success], color=c, marker="*", s=80)
+        else:  # not trained: its eval success as a flat line
+            for ax in axes:
+                ax.axhline(r.success, color=c, linestyle="--", label=r.system)
+    for ax, xlabel in zip(axes, ("env steps", "wall-clock s")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("success (rollouts; * = final greedy eval)")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        ax.legend(unique.values(), unique.keys(), loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def result_line(summary: dict[str, dict[str, float]], budget: int) -> str:
+    parts = [
+        f"{name.replace('_', '')}={summary[name]['mean']:.3f}"
+        for name in ("digirl", "filtered_bc", "random")
+        if name in summary
+    ]
+    return f"RESULT {' '.join(parts)} env_steps={budget}"
+
+
+def compare(
+    out: str | Path,
+    *,
+    systems: Sequence[str] = SYSTEMS,
+    seeds: Sequence[int] = (0,),
+    budget: int = 8000,
+    eval_episodes: int = 25,
+    base: Sequence[str] = MINIWOB_DEV,
+    extra: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Run every system with every seed; write ``comparison.json``, ``learning.png`` and
+    ``report.md`` into `out`; return the report (``summary``, ``runs``, ``result``)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for s in systems:
+        system_overrides(s)  # unknown names fail before anything runs
+    results: list[RunResult] = []
+    for seed in seeds:
+        for system in systems:
+            print(f"== {system} seed {seed} (budget {budget} env steps)", flush=True)
+            r = run_one(system, seed, out, [*base, *extra], budget, eval_episodes)
+            print(f"== {system} seed {seed}: success {r.success:.3f} in {r.wall_s:.0f} s")
+            results.append(r)
+    summary = summarise(results)
+    report = {
+        "budget": budget,
+        "seeds": list(seeds),
+        "eval_episodes_per_task": eval_episodes,
+        "overrides": [*base, *extra],
+        "summary": summary,
+        "runs": [r.as_dict() for r in results],
+        "result": result_line(summary, budget),
+    }
+    (out / "comparison.json").write_text(json.dumps(report, indent=1))
+    png = plot(results, out / "learning.png")
+    md = [
+        f"# Learning comparison ({budget} env steps per run, seeds {list(seeds)})",
+        "",
+        table(summary),
+        "",
+        f"![learning curves]({png.name})",
+        "",
+        report["result"],
+        "",
+    ]
+    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    return report
