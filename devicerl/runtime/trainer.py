@@ -151,11 +151,9 @@ class Trainer:
         cfg = self.cfg
         t0 = time.perf_counter()
         with (
-            # shards of up to 64 episodes (or 30 s); a checkpoint flushes first, so the replay
-            # pointers it saves always resolve
-            self.run_dir.writer(
-                background=True, flush_every=64, flush_interval_s=30.0
-            ) as self.writer,
+            # a shard per finished episode (a crash loses only episodes in flight); a
+            # checkpoint flushes first, so the replay pointers it saves always resolve
+            self.run_dir.writer(background=True) as self.writer,
             self.run_dir.metrics_logger(cfg.logging, run_config=cfg) as self.metrics,
         ):
             if cfg.mode in ("offline", "off2on"):
