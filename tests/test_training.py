@@ -131,6 +131,7 @@ def test_training_with_the_vlm_judge(tmp_path) -> None:
             "judge.kind=vlm",
             f"judge.chat.base_url={srv.base_url}",
             "judge.chat.model=scripted",
+            f"judge.vlm.cache_path={tmp_path / 'cache.sqlite'}",  # not the user's cache
         )
         assert len(srv.requests) > 0
     stored = TrajectoryStore(tmp_path / "vlm" / "trajectories").read_all()
