@@ -68,3 +68,44 @@ def test_ray_workers_survive_a_killed_actor(monkeypatch) -> None:
             assert len(t.steps) == episode_length(t.instruction)
     assert len({t.episode_id for t in trajectories}) == len(trajectories)
     assert wait_clean(tag, baseline, timeout=15) == ([], [])
+
+
+def test_devices_spread_over_a_two_node_cluster(monkeypatch) -> None:
+    """A real Ray cluster of two nodes on this machine (a head and a second raylet): the pool
+    joins it by address, one device per node (1 CPU each), and episodes flow from both."""
+    import psutil
+    from ray.cluster_utils import Cluster
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert not ray.is_initialized()
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        specs = [EnvSpec("synthetic/tap", {"screen": (64, 96), "seed": i}) for i in range(2)]
+        pool = EnvPool(
+            specs,
+            tasks=TaskSampler([Task("synthetic/tap", max_steps=3)], seed=0),
+            worker="ray",
+            worker_options={"address": cluster.address, "num_cpus": 1},
+            supervision=SupervisorConfig(reset_timeout=60),
+        )
+        try:
+            done = []
+            while {t.env_id for t in done} != {0, 1} or len(done) < 6:
+                ready = pool.recv(min_ready=1, timeout=30)
+                assert ready, pool.stats()
+                done += [r.trajectory for r in ready if r.trajectory is not None]
+                ids = [r.env_id for r in ready if r.observation is not None]
+                pool.send([TAP] * len(ids), ids)
+            # each actor process is a child of its node's raylet: two nodes, two raylets
+            raylets = {psutil.Process(pid).ppid() for pid in pool.worker_pids().values()}
+            assert len(raylets) == 2, raylets
+            assert len(ray.nodes()) == 2
+        finally:
+            pool.close()
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
