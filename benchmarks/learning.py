@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
+    ap.add_argument("--fresh", action="store_true", help="re-run finished runs in --out too")
     ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     if args.quick:
@@ -58,6 +59,7 @@ def main() -> None:
         eval_episodes=args.eval_episodes,
         base=SYNTHETIC if args.synthetic else MINIWOB_DEV,
         extra=args.overrides,
+        reuse=not args.fresh,
     )
     print(table(report["summary"]))
     print(f"report: {args.out}/report.md, plot: {args.out}/learning.png")

@@ -8,7 +8,8 @@ Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ..
       on_unknown: drop          # drop | native: what to do when the judge cannot tell
       chat: {base_url: http://127.0.0.1:8000/v1, model: Qwen2-VL-7B-Instruct,
              api_key_env: OPENAI_API_KEY, requests_per_minute: 60, max_concurrency: 4}
-      vlm: {last_k: 3, few_shot: judges/examples.yaml, cache_path: ~/.cache/devicerl/judge-cache.sqlite}
+      vlm: {last_k: 3, few_shot: judges/examples.yaml,
+            cache_path: ~/.cache/devicerl/judge-cache.sqlite}
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import json
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,6 @@ MINIWOB_DEV = [
     "agent.small.swipes=false",
     "trajectories_per_iter=32",
     "digirl.actor.lr=1e-3",
-    "digirl.critic.lr=1e-3",
     "filtered_bc.actor.lr=1e-3",
     "eval.n_tasks=8",
     "logging.tensorboard=false",
@@ -90,10 +89,51 @@ def _curve(metrics_file: Path, t0: float) -> list[dict[str, float]]:
     return out
 
 
+def _relevant(cfg: TrainConfig, system: str) -> dict[str, Any]:
+    """The parts of a config that matter to `system` (others' algorithm options dropped)."""
+    data = asdict(cfg)
+    for algo in ("digirl", "filtered_bc"):
+        if algo != system:
+            data.pop(algo)
+    return data
+
+
+def _finished(folder: Path, cfg: TrainConfig, system: str) -> RunResult | None:
+    """The result of a finished run in `folder` with the same relevant config, else None."""
+    summary_file = folder / "summary.json"
+    if not summary_file.exists():
+        return None
+    try:
+        saved = RunDir(folder).load_config(TrainConfig)
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    except Exception:  # an unreadable old run is simply run again
+        return None
+    if _relevant(saved, system) != _relevant(cfg, system) or "eval" not in summary:
+        return None
+    # the config is written just before a run starts
+    t0 = float(summary.get("started_at", (folder / "config.yaml").stat().st_mtime))
+    return RunResult(
+        system=system,
+        seed=cfg.seed,
+        success=float(summary["eval"]["success_rate"]),
+        episodes=int(summary["eval"]["episodes"]),
+        env_steps=int(summary["env_steps"]),
+        wall_s=float(summary["elapsed_s"]),
+        curve=_curve(folder / "metrics.jsonl", t0),
+    )
+
+
 def run_one(
-    system: str, seed: int, out: Path, base: Sequence[str], budget: int, eval_episodes: int
+    system: str,
+    seed: int,
+    out: Path,
+    base: Sequence[str],
+    budget: int,
+    eval_episodes: int,
+    reuse: bool = True,
 ) -> RunResult:
-    """Train (unless random) and evaluate one system with one seed in ``out/<system>-s<seed>``."""
+    """Train (unless random) and evaluate one system with one seed in ``out/<system>-s<seed>``;
+    with `reuse`, a finished run there with the same relevant config is read, not run again."""
     from devicerl.runtime.trainer import Trainer
 
     overrides = [
@@ -105,12 +145,17 @@ def run_one(
     ]
     cfg = load_config(TrainConfig, None, overrides)
     folder = out / f"{system}-s{seed}"
+    if reuse and (done := _finished(folder, cfg, system)) is not None:
+        print(f"== {system} seed {seed}: reusing the finished run in {folder}")
+        return done
     if folder.exists():  # a fresh run: never append to an older run's metrics
         shutil.rmtree(folder)
     run_dir = RunDir(folder).create()
     run_dir.save_config(cfg)
     t0 = time.time()
     summary = Trainer(cfg, run_dir).run()
+    summary_file = run_dir.path / "summary.json"
+    summary_file.write_text(json.dumps({**summary, "started_at": t0}, indent=2))
     ev = summary["eval"]
     return RunResult(
         system=system,
@@ -118,7 +163,7 @@ def run_one(
         success=float(ev["success_rate"]),
         episodes=int(ev["episodes"]),
         env_steps=int(summary["env_steps"]),
-        wall_s=time.time() - t0,
+        wall_s=float(summary["elapsed_s"]),
         curve=_curve(run_dir.path / "metrics.jsonl", t0),
     )
 
@@ -214,9 +259,12 @@ def compare(
     eval_episodes: int = 25,
     base: Sequence[str] = MINIWOB_DEV,
     extra: Sequence[str] = (),
+    reuse: bool = True,
 ) -> dict[str, Any]:
     """Run every system with every seed; write ``comparison.json``, ``learning.png`` and
-    ``report.md`` into `out`; return the report (``summary``, ``runs``, ``result``)."""
+    ``report.md`` into `out`; return the report (``summary``, ``runs``, ``result``). With
+    `reuse`, finished runs in `out` with the same relevant config are read instead of re-run
+    (an interrupted benchmark resumes where it stopped)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for s in systems:
@@ -225,7 +273,7 @@ def compare(
     for seed in seeds:
         for system in systems:
             print(f"== {system} seed {seed} (budget {budget} env steps)", flush=True)
-            r = run_one(system, seed, out, [*base, *extra], budget, eval_episodes)
+            r = run_one(system, seed, out, [*base, *extra], budget, eval_episodes, reuse)
             print(f"== {system} seed {seed}: success {r.success:.3f} in {r.wall_s:.0f} s")
             results.append(r)
     summary = summarise(results)
