@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -139,6 +139,12 @@ class Step:
     verdict: dict[str, Any] | None = None
 
 
+def with_previous_actions(obs: Observation, actions: list[Action]) -> Observation:
+    """A copy of `obs` whose ``extras["previous_actions"]`` are `actions` (the stored
+    observation is left as the device returned it)."""
+    return replace(obs, extras={**obs.extras, "previous_actions": list(actions)})
+
+
 @dataclass
 class Trajectory:
     """One episode, complete once ``end_reason`` is set."""
@@ -176,6 +182,13 @@ class Trajectory:
     def is_truncated(self) -> bool:
         """Cut short by infrastructure: exclude from success statistics and critic labels."""
         return self.end_reason is EndReason.TRUNCATED
+
+    def agent_observation(self, index: int) -> Observation:
+        """Step `index`'s observation as a history-reading agent saw it: with the episode's
+        earlier actions in ``extras["previous_actions"]``."""
+        return with_previous_actions(
+            self.steps[index].observation, [s.action for s in self.steps[:index]]
+        )
 
     @property
     def policy_version(self) -> int:

@@ -47,10 +47,11 @@ def _collect(policy, n_episodes: int = 6):
 def _check_log_probs(agent, trajectories) -> None:
     steps = [s for t in trajectories for s in t.steps]
     assert steps
+    # as a trainer rebuilds them: with the episode's previous actions for agents that read them
+    observations = [t.agent_observation(i) for t in trajectories for i in range(len(t.steps))]
+    assert all(len(o.extras["previous_actions"]) == o.step for o in observations)
     with torch.no_grad():
-        lp = agent.log_prob(
-            [s.observation for s in steps], [s.action for s in steps], [s.text for s in steps]
-        )
+        lp = agent.log_prob(observations, [s.action for s in steps], [s.text for s in steps])
     assert torch.allclose(lp, torch.tensor([s.log_prob for s in steps]), atol=1e-4)
 
 

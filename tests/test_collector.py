@@ -91,3 +91,33 @@ def test_truncated_episodes_are_yielded_but_not_counted() -> None:
     assert len(complete) == 10 and cut
     assert collector.stats.truncated == len(cut) and collector.stats.restarts >= len(cut)
     assert all("injected error" in t.truncation_cause for t in cut)
+
+
+class HistoryReader(Policy):
+    """Checks that each observation carries its episode's previous actions, in order."""
+
+    uses_history = True
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.seen = 0
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False):
+        out = []
+        for obs in observations:
+            prev = obs.extras["previous_actions"]
+            assert len(prev) == obs.step, (len(prev), obs.step)
+            # every action is a tap at a distinct x that encodes its step index
+            assert [round(a.touch[0] * 100) for a in prev] == list(range(obs.step))
+            self.seen += 1
+            out.append(Action.tap(obs.step / 100, 0.5))
+        return out
+
+
+def test_agents_see_their_episodes_previous_actions() -> None:
+    policy = HistoryReader()
+    with _pool(3) as pool:
+        trajectories = Collector(pool, policy).run(12)
+    assert policy.seen >= 24 and len(trajectories) >= 12
+    for t in trajectories:  # the stored observations stay as the device returned them
+        assert all("previous_actions" not in s.observation.extras for s in t.steps)

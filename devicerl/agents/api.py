@@ -52,6 +52,10 @@ class APIAgent(Policy):
 
     trainable = False
 
+    @property
+    def uses_history(self) -> bool:  # type: ignore[override]
+        return self.config.history > 0
+
     def __init__(
         self, config: APIAgentConfig | None = None, client: ChatClient | None = None
     ) -> None:

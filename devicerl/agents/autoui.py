@@ -98,6 +98,10 @@ def input_text(obs: Observation, history: int, precision: int) -> str:
 class AutoUIAgent(TorchPolicy):
     """T5 + image fusion agent (see the module doc)."""
 
+    @property
+    def uses_history(self) -> bool:  # type: ignore[override]
+        return self.config.history > 0
+
     def __init__(
         self,
         t5: nn.Module,

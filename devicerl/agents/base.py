@@ -41,6 +41,10 @@ class Policy(ABC):
     #: Sampling temperature; `log_prob` uses the same temperature, so the log-prob recorded at
     #: sampling time and the recomputed one agree.
     temperature: float = 1.0
+    #: True when the policy reads ``observation.extras["previous_actions"]`` (the actions taken
+    #: so far in the episode): collectors fill it in, learners rebuild it from the trajectory
+    #: (`Trajectory.agent_observation`), so acting and `log_prob` see the same input.
+    uses_history: bool = False
 
     @abstractmethod
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:

@@ -116,8 +116,12 @@ class Learner(ABC):
 
     def _nll(self, batch: Sequence[Sample]) -> torch.Tensor:
         steps = [s.trajectory.steps[s.index] for s in batch]
+        if self.actor.uses_history:  # the input the actor saw when it acted
+            observations = [s.trajectory.agent_observation(s.index) for s in batch]
+        else:
+            observations = [st.observation for st in steps]
         log_probs = self.actor.log_prob(
-            [st.observation for st in steps], [st.action for st in steps], [st.text for st in steps]
+            observations, [st.action for st in steps], [st.text for st in steps]
         )
         weights = torch.tensor([s.weight for s in batch], device=log_probs.device)
         return weighted_nll(log_probs, weights)

@@ -27,7 +27,7 @@ from devicerl.actions import Action
 from devicerl.agents.base import Policy, as_policy
 from devicerl.judges import Judged, JudgeRunner, is_labelled
 from devicerl.pool.pool import EnvPool
-from devicerl.records import Observation, Trajectory
+from devicerl.records import Observation, Trajectory, with_previous_actions
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
@@ -107,6 +107,7 @@ class Collector:
         self._lock = threading.Lock()
         self._next_policy: Policy | None = None
         self._waiting: dict[int, Observation] = {}
+        self._history: dict[int, list[Action]] = {}  # actions of each device's episode so far
         self._backlog: deque[Trajectory] = deque()
         self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
 
@@ -148,6 +149,8 @@ class Collector:
                 self.judge.submit(r.trajectory)  # returns at once; back through poll()
             elif r.trajectory is not None:
                 self._backlog.append(r.trajectory)
+            if r.first:  # a new episode (after an end or a device restart)
+                self._history[r.env_id] = []
             if r.observation is not None:
                 self._waiting[r.env_id] = r.observation
             elif r.env_id in self._waiting:
@@ -164,11 +167,18 @@ class Collector:
         policy = self._current_policy()
         ids = list(self._waiting)
         observations = [self._waiting.pop(i) for i in ids]
+        if policy.uses_history:  # a copy: the stored step keeps the device's observation
+            observations = [
+                with_previous_actions(obs, self._history.setdefault(i, []))
+                for i, obs in zip(ids, observations)
+            ]
         t0 = time.perf_counter()
         samples = policy.act(observations, greedy=self.greedy)
         dt = time.perf_counter() - t0
         if len(samples) != len(ids):
             raise ValueError(f"policy returned {len(samples)} actions for {len(ids)} observations")
+        for i, sample in zip(ids, samples):
+            self._history.setdefault(i, []).append(getattr(sample, "action", sample))
         self.pool.send(samples, ids, policy_version=policy.version, agent_time_s=dt / len(ids))
         self.stats.agent_time_s += dt
         self.stats.actions += len(ids)
