@@ -206,3 +206,17 @@ def test_behaviour_cloning_learns_tap_and_type_in_seconds() -> None:
     assert before < 0.5
     # type episodes whose typed word is also another box's label stay hard for a while
     assert tap >= 0.95 and typ >= 0.85, (tap, typ)
+
+
+def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None:
+    from devicerl.agents.small import with_floor
+    from devicerl.agents.small_net import MASKED
+
+    logits = torch.tensor([[8.0, 0.0, MASKED, -2.0], [0.0, MASKED, MASKED, MASKED]])
+    log_p = torch.log_softmax(logits, -1)
+    mixed = with_floor(log_p, logits, 0.1).exp()
+    assert torch.allclose(mixed.sum(-1), torch.ones(2))
+    assert mixed[0, 2] < 1e-6 and mixed[1, 1:].sum() < 1e-6  # masked options stay impossible
+    assert mixed[0, 1] >= 0.1 / 3 and mixed[0, 3] >= 0.1 / 3  # each allowed one >= eps / K
+    assert torch.equal(mixed.argmax(-1), log_p.argmax(-1))  # greedy actions unchanged
+    assert torch.equal(with_floor(log_p, logits, 0.0), log_p)

@@ -40,7 +40,13 @@ import torch.nn.functional as F
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta
-from devicerl.agents.small_net import GESTURES, HeadLogits, SmallAgentConfig, SmallPolicyNet
+from devicerl.agents.small_net import (
+    GESTURES,
+    MASKED,
+    HeadLogits,
+    SmallAgentConfig,
+    SmallPolicyNet,
+)
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
 from devicerl.errors import DataError
 from devicerl.records import Observation
@@ -73,14 +79,24 @@ class HeadLogProbs(NamedTuple):
     span: torch.Tensor  # [B, Li(start), Li(end)]: log p(start) + log p(end | start)
 
 
-def head_log_probs(logits: HeadLogits, temperature: float) -> HeadLogProbs:
+def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: float) -> torch.Tensor:
+    """log((1 - eps) p + eps u), u uniform over the options that are not masked."""
+    if eps <= 0:
+        return log_p
+    valid = logits > MASKED / 2
+    uniform = valid / valid.sum(-1, keepdim=True).clamp(min=1)
+    mixed = (1 - eps) * log_p.exp() + eps * uniform
+    return torch.where(valid, mixed.clamp(min=1e-30).log(), log_p)
+
+
+def head_log_probs(logits: HeadLogits, temperature: float, explore: float = 0.0) -> HeadLogProbs:
     t = float(temperature)
     start = F.log_softmax(logits.start / t, -1)
     end = F.log_softmax(logits.end / t, -1)
     return HeadLogProbs(
-        F.log_softmax(logits.type / t, -1),
+        with_floor(F.log_softmax(logits.type / t, -1), logits.type, explore),
         F.log_softmax(logits.gesture / t, -1),
-        F.log_softmax(logits.element / t, -1),
+        with_floor(F.log_softmax(logits.element / t, -1), logits.element, explore),
         start.unsqueeze(-1) + end,
     )
 
@@ -167,7 +183,7 @@ class SmallAgent(TorchPolicy):
         return self.featurizer(list(observations)).to(self.device)
 
     def head_log_probs(self, batch: FeatureBatch) -> HeadLogProbs:
-        return head_log_probs(self.module(batch), self.temperature)
+        return head_log_probs(self.module(batch), self.temperature, self.config.explore)
 
     # -- acting --------------------------------------------------------------------------------
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:

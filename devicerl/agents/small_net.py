@@ -54,6 +54,11 @@ class SmallAgentConfig:
     #: instruction ('Enter "Kasie" into ...'); a learnable bias on spans that start and end at
     #: a quoted phrase's boundaries lets an untrained agent find it (0: no prior).
     quote_prior: float = 3.0
+    #: Exploration floor: the action-type and element choices mix this fraction of a uniform
+    #: choice over the allowed options into the policy, in sampling and log-probs alike (greedy
+    #: actions are unchanged). Without it a policy that never succeeds on a task can collapse
+    #: onto one wrong action and never find the success it needs to learn (0: off).
+    explore: float = 0.05
     seed: int = 0
     features: FeatureConfig = field(default_factory=FeatureConfig)
 
@@ -66,6 +71,8 @@ class SmallAgentConfig:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 (use greedy=True for argmax actions)")
+        if not 0.0 <= self.explore < 1.0:
+            raise ValueError(f"explore must be in [0, 1), got {self.explore}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

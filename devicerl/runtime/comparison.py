@@ -40,6 +40,7 @@ MINIWOB_DEV = [
     "agent.small.swipes=false",
     "trajectories_per_iter=32",
     "digirl.actor.lr=1e-3",
+    "digirl.top_p=0.5",  # 8 tasks: a wider curriculum keeps every task in the imitated set
     "filtered_bc.actor.lr=1e-3",
     "eval.n_tasks=8",
     "logging.tensorboard=false",
