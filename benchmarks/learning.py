@@ -63,6 +63,7 @@ def main() -> None:
     )
     print(table(report["summary"]))
     print(f"report: {args.out}/report.md, plot: {args.out}/learning.png")
+    print(report["result_sampled"])  # the same policies, sampling their actions
     print(report["result"])
 
 

@@ -30,6 +30,8 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
     assert report["result"].startswith("RESULT digirl=") and "random=" in report["result"]
     trained = next(r for r in report["runs"] if r["system"] == "digirl")
     assert trained["env_steps"] >= 200 and trained["episodes"] == 10
+    assert 0.0 <= trained["success_sampled"] <= 1.0
+    assert (tmp_path / "digirl-s0" / "eval-sampled" / "eval.json").exists()
     steps = [p["step"] for p in trained["curve"]]
     assert steps == sorted(steps) and steps[-1] >= 200
     assert all(p["time_s"] >= 0 for p in trained["curve"])

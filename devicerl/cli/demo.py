@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         eval_episodes=args.eval_episodes,
     )
     print(table(report["summary"]))
+    print(report["result_sampled"])
     print(report["result"])
     print(f"report written to {args.out}/report.md (curves: {args.out}/learning.png)")
     print(f"see the episodes with: devicerl view {args.out}/digirl-s{args.seed}")
