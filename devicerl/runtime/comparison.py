@@ -102,29 +102,31 @@ def _relevant(cfg: TrainConfig, system: str) -> dict[str, Any]:
     return data
 
 
-def _finished(folder: Path, cfg: TrainConfig, system: str) -> RunResult | None:
-    """The result of a finished run in `folder` with the same relevant config, else None."""
-    summary_file = folder / "summary.json"
-    if not summary_file.exists():
-        return None
-    try:
-        saved = RunDir(folder).load_config(TrainConfig)
-        summary = json.loads(summary_file.read_text(encoding="utf-8"))
-    except Exception:  # an unreadable old run is simply run again
-        return None
-    if _relevant(saved, system) != _relevant(cfg, system) or "eval" not in summary:
-        return None
+def _read_result(folder: Path, system: str, seed: int) -> RunResult:
+    """The result of the finished run in `folder` (its summary, eval and metrics)."""
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     # the config is written just before a run starts
     t0 = float(summary.get("started_at", (folder / "config.yaml").stat().st_mtime))
     return RunResult(
         system=system,
-        seed=cfg.seed,
+        seed=seed,
         success=float(summary["eval"]["success_rate"]),
         episodes=int(summary["eval"]["episodes"]),
         env_steps=int(summary["env_steps"]),
         wall_s=float(summary["elapsed_s"]),
         curve=_curve(folder / "metrics.jsonl", t0),
     )
+
+
+def _finished(folder: Path, cfg: TrainConfig, system: str) -> RunResult | None:
+    """The result of a finished run in `folder` with the same relevant config, else None."""
+    try:
+        saved = RunDir(folder).load_config(TrainConfig)
+        if _relevant(saved, system) == _relevant(cfg, system):
+            return _read_result(folder, system, cfg.seed)
+    except Exception:  # missing, unfinished or unreadable: simply run again
+        pass
+    return None
 
 
 def _sampled_success(folder: Path, overrides: Sequence[str], system: str, reuse: bool) -> float:
@@ -198,16 +200,7 @@ def _train_and_eval(
     summary = Trainer(cfg, run_dir).run()
     summary_file = run_dir.path / "summary.json"
     summary_file.write_text(json.dumps({**summary, "started_at": t0}, indent=2))
-    ev = summary["eval"]
-    return RunResult(
-        system=system,
-        seed=seed,
-        success=float(ev["success_rate"]),
-        episodes=int(ev["episodes"]),
-        env_steps=int(summary["env_steps"]),
-        wall_s=float(summary["elapsed_s"]),
-        curve=_curve(run_dir.path / "metrics.jsonl", t0),
-    )
+    return _read_result(folder, system, seed)
 
 
 def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, float]]:
