@@ -23,35 +23,25 @@ from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
 from devicerl.envs import make
+from devicerl.runtime.rollout import rollout
 
 TARGET = 0.9
 
 
 def demonstrations(kind: str, seeds: range) -> list:
-    env, oracle, data = make(f"synthetic/{kind}", render=False), SyntheticOracle(), []
-    for s in seeds:
-        obs = env.reset(seed=s)
-        while True:
-            action = oracle.act([obs])[0].action
-            data.append((obs, action))
-            res = env.step(action)
-            if res.done:
-                break
-            obs = res.observation
-    return data
+    env, oracle, task = (
+        make(f"synthetic/{kind}", render=False),
+        SyntheticOracle(),
+        f"synthetic/{kind}",
+    )
+    return [
+        (st.observation, st.action) for s in seeds for st in rollout(env, oracle, task, s).steps
+    ]
 
 
 def success(policy, kind: str, seeds: range) -> float:
-    env, wins = make(f"synthetic/{kind}", render=False), 0
-    for s in seeds:
-        obs = env.reset(seed=s)
-        while True:
-            res = env.step(policy.act([obs], greedy=True)[0].action)
-            if res.done:
-                wins += bool(res.info["success"])
-                break
-            obs = res.observation
-    return wins / len(seeds)
+    env, task = make(f"synthetic/{kind}", render=False), f"synthetic/{kind}"
+    return sum(rollout(env, policy, task, s, greedy=True).success for s in seeds) / len(seeds)
 
 
 def train(agent: SmallAgent, data: list, args, evals: range) -> dict:

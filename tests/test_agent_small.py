@@ -12,6 +12,7 @@ from devicerl.agents.small_net import SmallEncoder
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
+from devicerl.runtime.rollout import rollout
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -156,32 +157,18 @@ def test_screenshot_variant_and_encoder_reuse() -> None:
 
 def _demos(kind: str, seeds: range) -> list[tuple[Observation, Action]]:
     env = make(f"synthetic/{kind}", n_boxes=4, render=False)
-    oracle, data = SyntheticOracle(), []
+    data = []
     for s in seeds:
-        obs = env.reset(seed=s)
-        while True:
-            action = oracle.act([obs])[0].action
-            data.append((obs, action))
-            res = env.step(action)
-            if res.done:
-                assert res.info["success"]
-                break
-            obs = res.observation
+        traj = rollout(env, SyntheticOracle(), f"synthetic/{kind}", s)
+        assert traj.success
+        data += [(st.observation, st.action) for st in traj.steps]
     return data
 
 
 def _success(agent: SmallAgent, kind: str, seeds: range) -> float:
     env = make(f"synthetic/{kind}", n_boxes=4, render=False)
-    wins = 0
-    for s in seeds:
-        obs = env.reset(seed=s)
-        while True:
-            res = env.step(agent.act([obs], greedy=True)[0].action)
-            if res.done:
-                wins += bool(res.info["success"])
-                break
-            obs = res.observation
-    return wins / len(seeds)
+    task = f"synthetic/{kind}"
+    return sum(rollout(env, agent, task, s, greedy=True).success for s in seeds) / len(seeds)
 
 
 @pytest.mark.slow

@@ -129,12 +129,10 @@ def _finished(folder: Path, cfg: TrainConfig, system: str) -> RunResult | None:
     return None
 
 
-def _sampled_success(folder: Path, overrides: Sequence[str], system: str, reuse: bool) -> float:
+def _sampled_success(folder: Path, overrides: Sequence[str], reuse: bool) -> float:
     """Evaluate the run's final agent on the same instances, sampling its actions."""
     from devicerl.runtime.trainer import Trainer
 
-    if system == "random":  # greedy or not, the random policy samples
-        return json.loads((folder / "summary.json").read_text())["eval"]["success_rate"]
     sub = folder / "eval-sampled"
     done = sub / "summary.json"
     if (
@@ -175,7 +173,11 @@ def run_one(
         f"eval.episodes_per_task={eval_episodes}",
     ]
     result = _train_and_eval(system, seed, out / f"{system}-s{seed}", overrides, reuse)
-    result.success_sampled = _sampled_success(out / f"{system}-s{seed}", overrides, system, reuse)
+    result.success_sampled = (
+        result.success  # greedy or not, the random policy samples
+        if system == "random"
+        else _sampled_success(out / f"{system}-s{seed}", overrides, reuse)
+    )
     return result
 
 
