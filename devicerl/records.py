@@ -183,12 +183,18 @@ class Trajectory:
         """Cut short by infrastructure: exclude from success statistics and critic labels."""
         return self.end_reason is EndReason.TRUNCATED
 
-    def agent_observation(self, index: int) -> Observation:
-        """Step `index`'s observation as a history-reading agent saw it: with the episode's
-        earlier actions in ``extras["previous_actions"]``."""
-        return with_previous_actions(
-            self.steps[index].observation, [s.action for s in self.steps[:index]]
-        )
+    def agent_observation(self, index: int, observation: Observation | None = None) -> Observation:
+        """Step `index`'s observation (or ``observation``, e.g. the next one while acting) as a
+        history-reading agent sees it: with the episode's earlier actions (those of steps before
+        `index`) in ``extras["previous_actions"]``. The copy is kept with the trajectory
+        (learners ask for the same steps again and again, and featurizers cache by object)."""
+        cache = self.__dict__.setdefault("_agent_observations", {})
+        obs = self.steps[index].observation if observation is None else observation
+        hit = cache.get(index)
+        if hit is None or hit[0] is not obs:
+            hit = (obs, with_previous_actions(obs, [s.action for s in self.steps[:index]]))
+            cache[index] = hit
+        return hit[1]
 
     @property
     def policy_version(self) -> int:

@@ -1,3 +1,4 @@
+import json
 import random
 
 import pytest
@@ -5,7 +6,7 @@ import torch
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents import require_trainable
-from devicerl.agents.featurize import FeatureConfig, featurize
+from devicerl.agents.featurize import ELEM_FEATURES, FeatureConfig, featurize
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.agents.small_net import SmallEncoder
@@ -54,6 +55,12 @@ def test_featurize_shapes_masks_and_overlap_features() -> None:
     assert batch.elem_feats[2, 2, 15] == 1.0 and batch.elem_feats[2, 3, 15] == 0.0
     meta = batch.meta[2]
     assert [meta.instruction[a:b] for a, b in meta.token_spans][:4] == ["Enter", '"', "blue", "sky"]
+    # the instruction names an element's kind: its role, or a prefix of it ("text" -> textbox)
+    els = [UIElement("t", "textbox", "", bbox=(0, 0, 50, 20)), UIElement("b", "button", "Go")]
+    named = [Observation(i, (100, 100), elements=els) for i in ("Type in the text field", "Go")]
+    assert batch.elem_feats.shape[-1] == ELEM_FEATURES + 1 + 2  # role mention, history
+    col = featurize(named).elem_feats[:, :2, ELEM_FEATURES]
+    assert col.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 
 
 def test_act_log_prob_consistency_and_gradients() -> None:
@@ -141,6 +148,13 @@ def test_save_load_weights_and_versions(tmp_path) -> None:
     with pytest.raises(DataError, match=r"small_agent\.json"):
         SmallAgent.from_pretrained(tmp_path / "bad")
     assert require_trainable(agent) is agent
+    # agents saved before the history and role features existed load with them off
+    off = FeatureConfig(buckets=1024, history=False, role_mention=False)
+    SmallAgent(d_model=64, n_layers=1, features=off).save(tmp_path / "old")
+    meta = json.loads((tmp_path / "old" / "small_agent.json").read_text())
+    del meta["config"]["features"]["history"], meta["config"]["features"]["role_mention"]
+    (tmp_path / "old" / "small_agent.json").write_text(json.dumps(meta))
+    assert SmallAgent.from_pretrained(tmp_path / "old").config.features == off
 
 
 def test_screenshot_variant_and_encoder_reuse() -> None:
@@ -207,3 +221,60 @@ def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None
     assert mixed[0, 1] >= 0.1 / 3 and mixed[0, 3] >= 0.1 / 3  # each allowed one >= eps / K
     assert torch.equal(mixed.argmax(-1), log_p.argmax(-1))  # greedy actions unchanged
     assert torch.equal(with_floor(log_p, logits, 0.0), log_p)
+
+
+def test_history_features_read_the_episodes_earlier_actions() -> None:
+    from devicerl.actions import VALID_TYPES
+    from devicerl.agents.featurize import INSTR_FEATURES
+    from devicerl.records import with_previous_actions
+
+    cfg = FeatureConfig(history=True, role_mention=False)
+    page = _page()
+    tap_box = Action.tap(0.3, 0.2)  # the text box's centre
+    typed = with_previous_actions(page, [tap_box, Action.type_text("blue sky"), tap_box])
+    fresh, seen = featurize([page, typed], cfg), featurize([typed], cfg)
+    assert fresh.history is not None and seen.history is not None
+    assert fresh.instr_feats.shape[-1] == INSTR_FEATURES + 2
+    assert fresh.elem_feats.shape[-1] == ELEM_FEATURES + 2
+    assert torch.equal(fresh.elem_feats[1], seen.elem_feats[0])
+    # no earlier action: nothing marked, the "no action yet" flag set
+    assert fresh.instr_feats[0, :, INSTR_FEATURES:].abs().sum() == 0
+    assert fresh.elem_feats[0, :, ELEM_FEATURES:].abs().sum() == 0
+    assert fresh.history[0, len(VALID_TYPES)] == 1.0
+    # the box was tapped twice (last action included), the form around it not
+    box = fresh.elem_feats[1, 1, ELEM_FEATURES:].tolist()
+    assert box == pytest.approx([1.0, 2 / 3]) and fresh.elem_feats[1, 0, ELEM_FEATURES:].sum() == 0
+    # "blue sky" was typed earlier (not by the last action): only the tokens of that phrase are
+    # marked, not the later lone "blue"
+    words = [page.instruction[a:b] for a, b in fresh.meta[1].token_spans]
+    marked = [w for w, f in zip(words, fresh.instr_feats[1, : len(words), INSTR_FEATURES + 1]) if f]
+    assert marked == ["blue", "sky"]
+    assert fresh.instr_feats[1, :, INSTR_FEATURES].sum() == 0
+    g = fresh.history[1].tolist()
+    assert g[VALID_TYPES.index(ActionType.DUAL_POINT)] == 1.0 and g[len(VALID_TYPES)] == 0.0
+    assert g[len(VALID_TYPES) + 1] == pytest.approx(0.3)  # three actions so far
+    assert g[len(VALID_TYPES) + 3] == pytest.approx(1 / 3)  # one TYPE
+    # actions in dict form count too; unreadable entries are skipped
+    as_dicts = with_previous_actions(page, [tap_box.to_dict(), "garbage", {"x": 1}])
+    assert featurize([as_dicts], cfg).elem_feats[0, 1, ELEM_FEATURES] == 1.0
+
+
+def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
+    agent = SmallAgent(d_model=64, features=FeatureConfig(history=True), seed=3)
+    assert agent.uses_history
+    assert not SmallAgent(d_model=64, features=FeatureConfig(history=False)).uses_history
+    env = make("synthetic/type", n_boxes=4, render=False)
+    traj = rollout(env, agent, "synthetic/type", 5)
+    assert traj.length >= 2
+    obs = [traj.agent_observation(i) for i in range(traj.length)]
+    assert obs[0].extras["previous_actions"] == [] and len(obs[-1].extras["previous_actions"]) == (
+        traj.length - 1
+    )
+    assert traj.agent_observation(1) is obs[1]  # kept with the trajectory
+    lp = agent.log_prob(obs, [s.action for s in traj.steps])
+    assert torch.allclose(lp, torch.tensor([s.log_prob for s in traj.steps]), atol=1e-4)
+    # the history changes the policy's input: without it the log-probs differ
+    bare = agent.log_prob(
+        [s.observation for s in traj.steps[1:]], [s.action for s in traj.steps[1:]]
+    )
+    assert not torch.allclose(bare, lp[1:], atol=1e-4)

@@ -59,7 +59,8 @@ def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo) -
     assert any("train/policy_lag" in m and "pool/steps_per_s" in m for m in metrics)
     versions = {t.policy_version for t in run.store().read_all()}
     assert len(versions) > 3  # trajectories carry the version that acted, which moves on
-    assert (run.path / "agent" / "small_agent.json").exists()
+    saved = json.loads((run.path / "agent" / "small_agent.json").read_text())
+    assert saved["version"] == s["version"] > max(versions)  # saved with the last version
 
 
 def test_offline_then_off2on_from_a_stored_dataset(tmp_path, untrained) -> None:

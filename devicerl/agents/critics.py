@@ -17,14 +17,17 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from devicerl.agents.featurize import Featurizer
+from devicerl.agents.featurize import FeatureConfig, Featurizer
 from devicerl.agents.small_net import SmallAgentConfig, SmallEncoder
 from devicerl.records import Observation
 
 
 def default_critic_config() -> SmallAgentConfig:
-    """A smaller encoder than the actor's: values are easier to fit than policies."""
-    return SmallAgentConfig(d_model=64, n_layers=2, n_heads=4, d_ff=128)
+    """A smaller encoder than the actor's: values are easier to fit than policies. No history
+    features: critics read the stored observations, which hold no earlier actions."""
+    return SmallAgentConfig(
+        d_model=64, n_layers=2, n_heads=4, d_ff=128, features=FeatureConfig(history=False)
+    )
 
 
 class Critic(nn.Module):
@@ -86,8 +89,10 @@ class InstructionCritic(Critic):
 
 
 def critic_config_from(actor_config: SmallAgentConfig | None, **overrides) -> SmallAgentConfig:
-    """A critic config with the actor's featurisation (so one token cache fits both)."""
+    """A critic config with the actor's featurisation (so one token cache fits both), without
+    history features (see `default_critic_config`)."""
     base = default_critic_config()
     if actor_config is not None:
-        base = dataclasses.replace(base, features=actor_config.features)
+        features = dataclasses.replace(actor_config.features, history=False)
+        base = dataclasses.replace(base, features=features)
     return dataclasses.replace(base, **overrides) if overrides else base

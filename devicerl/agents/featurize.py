@@ -8,6 +8,14 @@ both directions, where in the instruction it matches). These overlap features ar
 bias that lets a small model learn tap/type tasks in seconds. Matching is on lower-cased word
 sequences, so "Submit" matches "press submit" but not "submitted".
 
+With ``history`` on, the episode's earlier actions (``extras["previous_actions"]``, filled by
+the collector for agents whose ``uses_history`` is true) add features: per element, whether the
+last action tapped it and how often earlier actions did; per instruction token, whether the
+last / an earlier action typed it; and a global row (the last action's type, how many actions
+so far, whether the last action repeated the one before, how many TYPE actions so far). An
+agent without them sees the same input after a no-op action (e.g. typing with no text box
+focused) and, decoding greedily, repeats that action until the step budget runs out.
+
 `featurize` also returns, per observation, the bookkeeping that maps model outputs back to
 actions: the character span of each kept instruction token and the tap point of each kept
 element. When a page has more than ``max_elements`` elements, the interactive or labelled ones
@@ -26,11 +34,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
 INSTR_FEATURES = 7
 ELEM_FEATURES = 20
+#: Extra columns (appended) with ``history`` on: per token, per element, and global ones.
+INSTR_HISTORY, ELEM_HISTORY = 2, 2
+GLOBAL_HISTORY = len(VALID_TYPES) + 5
+_POINT_TOL = 1e-6
 #: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
 INSTR_OVERLAP = slice(0, 2)
 #: Column of the "inside quotes" instruction feature.
@@ -52,6 +65,19 @@ class FeatureConfig:
     screenshot_size: tuple[int, int] | None = None
     #: The explicit instruction/element overlap features (off only for ablations).
     overlap_features: bool = True
+    #: Features of the episode's earlier actions (see the module doc).
+    history: bool = True
+    #: Per element: the instruction names its kind (a word that is its role or a prefix of it:
+    #: "text" for a textbox, "button", "link").
+    role_mention: bool = True
+
+    @property
+    def instr_features(self) -> int:
+        return INSTR_FEATURES + (INSTR_HISTORY if self.history else 0)
+
+    @property
+    def elem_features(self) -> int:
+        return ELEM_FEATURES + int(self.role_mention) + (ELEM_HISTORY if self.history else 0)
 
     def __post_init__(self) -> None:
         if self.screenshot_size is not None:
@@ -74,14 +100,15 @@ class FeatureBatch:
     """A padded batch. Masks are True at real (non-padding) positions."""
 
     instr_ids: torch.Tensor  # [B, Li, P] long
-    instr_feats: torch.Tensor  # [B, Li, INSTR_FEATURES]
+    instr_feats: torch.Tensor  # [B, Li, config.instr_features]
     instr_mask: torch.Tensor  # [B, Li] bool
     elem_ids: torch.Tensor  # [B, Le, Pe] long
     elem_role: torch.Tensor  # [B, Le] long
-    elem_feats: torch.Tensor  # [B, Le, ELEM_FEATURES]
+    elem_feats: torch.Tensor  # [B, Le, config.elem_features]
     elem_mask: torch.Tensor  # [B, Le] bool
     screenshot: torch.Tensor | None  # [B, 3, H, W] float in [0, 1]
     meta: list[ObsMeta] = field(default_factory=list)
+    history: torch.Tensor | None = None  # [B, GLOBAL_HISTORY] with ``history`` on
 
     def to(self, device: torch.device | str) -> FeatureBatch:
         moved: dict[str, Any] = {}
@@ -131,6 +158,109 @@ def tap_point(el: UIElement, screen_size: tuple[int, int]) -> tuple[float, float
     w, h = screen_size
     cx, cy = el.center
     return (min(max(cx / w, 0.0), 1.0), min(max(cy / h, 0.0), 1.0))
+
+
+def tapped_elements(
+    elements: list[UIElement],
+    tap_points: list[tuple[float, float]],
+    screen_size: tuple[int, int],
+    x: float,
+    y: float,
+) -> tuple[list[int], bool, str]:
+    """The elements a tap at normalised (x, y) lands on: those whose tap point it is (exact);
+    else the smallest containing it, else the nearest (flagged inexact, with a note)."""
+    if not elements:
+        return [], False, "no element to tap"
+    same = [
+        i
+        for i, (px, py) in enumerate(tap_points)
+        if abs(px - x) <= _POINT_TOL and abs(py - y) <= _POINT_TOL
+    ]
+    if same:
+        return same, True, ""
+    w, h = screen_size
+    px, py = x * w, y * h
+    inside = [i for i, e in enumerate(elements) if e.contains(px, py)]
+    if inside:
+        return [min(inside, key=lambda i: elements[i].area)], False, "smallest element"
+
+    def dist(i: int) -> float:
+        left, top, right, bottom = elements[i].bbox
+        return math.hypot(max(left - px, 0.0, px - right), max(top - py, 0.0, py - bottom))
+
+    return [min(range(len(elements)), key=dist)], False, "nearest element"
+
+
+def _previous_actions(obs: Observation) -> list[Action]:
+    """The earlier actions in ``extras["previous_actions"]``: `Action`s, or their dict form;
+    anything else (e.g. another agent's raw text) is skipped."""
+    out = []
+    for a in obs.extras.get("previous_actions") or []:
+        if isinstance(a, Action):
+            out.append(a)
+        elif isinstance(a, dict):
+            try:
+                out.append(Action.from_dict(a))
+            except (KeyError, TypeError, ValueError):
+                continue
+    return out
+
+
+def _typed_tokens(instruction: str, tokens, text: str) -> set[int]:
+    """Indices of the tokens inside an occurrence of ``text`` in the instruction (any case)."""
+    low, needle = instruction.lower(), text.strip().lower()
+    hit: set[int] = set()
+    if not needle:
+        return hit
+    start = low.find(needle)
+    while start >= 0:
+        end = start + len(needle)
+        hit.update(i for i, (_, s, e) in enumerate(tokens) if start <= s and e <= end)
+        start = low.find(needle, start + 1)
+    return hit
+
+
+def _history_features(obs: Observation, tokens, meta: ObsMeta):
+    """(per-token rows, per-element rows, global row) of the history features."""
+    prev = _previous_actions(obs)
+    n_tok, n_el = len(tokens), len(meta.elements)
+    tok_rows = [[0.0] * INSTR_HISTORY for _ in range(n_tok)]
+    el_rows = [[0.0] * ELEM_HISTORY for _ in range(n_el)]
+    taps = [0] * n_el
+    n_typed = 0
+    for k, a in enumerate(prev):
+        last = k == len(prev) - 1
+        if a.type is ActionType.TYPE:
+            n_typed += 1
+            for i in _typed_tokens(obs.instruction, tokens, a.text):
+                tok_rows[i][1] = 1.0
+                if last:
+                    tok_rows[i][0] = 1.0
+        elif a.type is ActionType.DUAL_POINT and a.touch is not None and not a.is_swipe:
+            hit, _, _ = tapped_elements(meta.elements, meta.tap_points, meta.screen_size, *a.touch)
+            for i in hit:
+                taps[i] += 1
+                if last:
+                    el_rows[i][0] = 1.0
+    for i, t in enumerate(taps):
+        el_rows[i][1] = min(t, 3) / 3
+    glob = [0.0] * GLOBAL_HISTORY
+    last_action = prev[-1] if prev else None
+    if last_action is None:
+        glob[len(VALID_TYPES)] = 1.0
+    elif last_action.type in VALID_TYPES:
+        glob[VALID_TYPES.index(last_action.type)] = 1.0
+    glob[len(VALID_TYPES) + 1] = min(len(prev), 10) / 10
+    glob[len(VALID_TYPES) + 2] = float(len(prev) >= 2 and prev[-1] == prev[-2])
+    glob[len(VALID_TYPES) + 3] = min(n_typed, 3) / 3
+    glob[len(VALID_TYPES) + 4] = float(last_action is not None and last_action.is_swipe)
+    return tok_rows, el_rows, glob
+
+
+def role_mentioned(role: str, instr_words: list[str]) -> bool:
+    """True when an instruction word (3+ letters) is the role or a prefix of it."""
+    r = role.lower()
+    return len(r) >= 3 and any(len(w) >= 3 and r.startswith(w) for w in instr_words)
 
 
 def _element_features(el: UIElement, obs: Observation, instr_words: list[str]) -> list[float]:
@@ -225,11 +355,11 @@ class Featurizer:
         li = max(1, max(len(r["tok_ids"]) for r in rows))
         le = max(1, max(len(r["el_ids"]) for r in rows))
         instr_ids = np.zeros((b, li, cfg.pieces_per_word), np.int64)
-        instr_feats = np.zeros((b, li, INSTR_FEATURES), np.float32)
+        instr_feats = np.zeros((b, li, cfg.instr_features), np.float32)
         instr_mask = np.zeros((b, li), bool)
         elem_ids = np.zeros((b, le, cfg.max_elem_ids), np.int64)
         elem_role = np.zeros((b, le), np.int64)
-        elem_feats = np.zeros((b, le, ELEM_FEATURES), np.float32)
+        elem_feats = np.zeros((b, le, cfg.elem_features), np.float32)
         elem_mask = np.zeros((b, le), bool)
         for i, r in enumerate(rows):
             for j, ids in enumerate(r["tok_ids"]):
@@ -258,6 +388,9 @@ class Featurizer:
             torch.from_numpy(elem_mask),
             self._screenshots(observations),
             [r["meta"] for r in rows],
+            torch.tensor([r["history"] for r in rows], dtype=torch.float32)
+            if cfg.history
+            else None,
         )
 
     def _one(self, obs: Observation) -> dict[str, Any]:
@@ -277,7 +410,7 @@ class Featurizer:
             [tap_point(el, obs.screen_size) for el in elements],
             obs.screen_size,
         )
-        return {
+        row = {
             "tok_ids": [tok.word_ids(t) for t, _, _ in tokens],
             "tok_feats": _instr_features(obs, tokens, elements),
             "el_ids": el_ids,
@@ -285,6 +418,16 @@ class Featurizer:
             "el_feats": [_element_features(el, obs, instr_words) for el in elements],
             "meta": meta,
         }
+        if cfg.role_mention:
+            row["el_feats"] = [
+                [*f, float(role_mentioned(el.role, instr_words))]
+                for f, el in zip(row["el_feats"], elements)
+            ]
+        if cfg.history:
+            tok_h, el_h, row["history"] = _history_features(obs, tokens, meta)
+            row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_h)]
+            row["el_feats"] = [a + b for a, b in zip(row["el_feats"], el_h)]
+        return row
 
     def _screenshots(self, observations: list[Observation]) -> torch.Tensor | None:
         size = self.config.screenshot_size

@@ -28,7 +28,6 @@ log-prob at that temperature.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +38,7 @@ import torch.nn.functional as F
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
-from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta
+from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
 from devicerl.agents.small_net import (
     GESTURES,
     MASKED,
@@ -56,7 +55,6 @@ UNREPRESENTABLE_LOG_PROB = -50.0
 #: Swipes run from the screen centre, this far (normalised) in their direction.
 SWIPE_LENGTH = 0.3
 _SWIPE_VECTORS = {"up": (0.0, -1.0), "down": (0.0, 1.0), "left": (-1.0, 0.0), "right": (1.0, 0.0)}
-_POINT_TOL = 1e-6
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "small_agent.json"
 
 
@@ -112,26 +110,7 @@ def span_text(meta: ObsMeta, start: int, end: int) -> str:
 
 
 def _tap_target(meta: ObsMeta, x: float, y: float) -> tuple[list[int], bool, str]:
-    if not meta.elements:
-        return [], False, "no element to tap"
-    same = [
-        i
-        for i, (px, py) in enumerate(meta.tap_points)
-        if abs(px - x) <= _POINT_TOL and abs(py - y) <= _POINT_TOL
-    ]
-    if same:
-        return same, True, ""
-    w, h = meta.screen_size
-    px, py = x * w, y * h
-    inside = [i for i, e in enumerate(meta.elements) if e.contains(px, py)]
-    if inside:
-        return [min(inside, key=lambda i: meta.elements[i].area)], False, "smallest element"
-
-    def dist(i: int) -> float:
-        left, top, right, bottom = meta.elements[i].bbox
-        return math.hypot(max(left - px, 0.0, px - right), max(top - py, 0.0, py - bottom))
-
-    return [min(range(len(meta.elements)), key=dist)], False, "nearest element"
+    return tapped_elements(meta.elements, meta.tap_points, meta.screen_size, x, y)
 
 
 def _type_target(meta: ObsMeta, text: str, max_span: int) -> tuple[list[tuple[int, int]], bool]:
@@ -177,6 +156,11 @@ class SmallAgent(TorchPolicy):
         self.module.to(self.device).eval()
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.version = 0
+
+    @property
+    def uses_history(self) -> bool:  # type: ignore[override]
+        """True with ``features.history``: the agent reads the episode's earlier actions."""
+        return self.config.features.history
 
     # -- forward -------------------------------------------------------------------------------
     def featurize(self, observations: Sequence[Observation]) -> FeatureBatch:
@@ -275,6 +259,19 @@ class SmallAgent(TorchPolicy):
             out.append(s)
         return torch.stack(out)
 
+    def entropy(self, observations: Sequence[Observation]) -> torch.Tensor:
+        """Differentiable entropy (N,) of the action-type choice plus that of the element
+        choice (the parts the exploration floor covers), for an entropy bonus in training."""
+        if not observations:
+            return torch.zeros(0, device=self.device)
+        lp = self.head_log_probs(self.featurize(observations))
+
+        def ent(log_p: torch.Tensor) -> torch.Tensor:
+            p = log_p.exp()
+            return -(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1)
+
+        return ent(lp.type) + ent(lp.element)
+
     def log_prob(
         self,
         observations: Sequence[Observation],
@@ -327,6 +324,8 @@ class SmallAgent(TorchPolicy):
         if cfg.get("allowed_types") is not None:
             cfg["allowed_types"] = tuple(cfg["allowed_types"])
         features = dict(cfg.pop("features", {}))
+        for newer in ("history", "role_mention"):  # saved before these features existed
+            features.setdefault(newer, False)
         if features.get("screenshot_size") is not None:
             features["screenshot_size"] = tuple(features["screenshot_size"])
         try:

@@ -18,8 +18,7 @@ from torch import nn
 
 from devicerl.actions import VALID_TYPES, ActionType
 from devicerl.agents.featurize import (
-    ELEM_FEATURES,
-    INSTR_FEATURES,
+    GLOBAL_HISTORY,
     INSTR_QUOTED,
     ROLE_BUCKETS,
     FeatureBatch,
@@ -109,9 +108,10 @@ class SmallEncoder(nn.Module):
         self.roles = nn.Embedding(ROLE_BUCKETS, d, padding_idx=0)
         self.positions = nn.Embedding(fc.max_instr_tokens, d)
         self.kinds = nn.Embedding(4, d)  # global, instruction, element, image
-        self.instr_feats = nn.Linear(INSTR_FEATURES, d)
-        self.elem_feats = nn.Sequential(nn.Linear(ELEM_FEATURES, d), nn.GELU(), nn.Linear(d, d))
+        self.instr_feats = nn.Linear(fc.instr_features, d)
+        self.elem_feats = nn.Sequential(nn.Linear(fc.elem_features, d), nn.GELU(), nn.Linear(d, d))
         self.global_token = nn.Parameter(torch.zeros(d))
+        self.history = nn.Linear(GLOBAL_HISTORY, d) if fc.history else None
         self.patches: nn.Module | None = None
         if fc.screenshot_size is not None:
             self.patches = nn.Conv2d(3, d, kernel_size=8, stride=8)
@@ -145,6 +145,8 @@ class SmallEncoder(nn.Module):
             + self.kinds.weight[2]
         )
         glob = (self.global_token + self.kinds.weight[0]).expand(b, 1, -1)
+        if self.history is not None and batch.history is not None:
+            glob = glob + self.history(batch.history).unsqueeze(1)
         parts, masks = [glob, instr, elems], [batch.instr_mask.new_ones(b, 1), batch.instr_mask]
         masks.append(batch.elem_mask)
         if self.patches is not None and batch.screenshot is not None:

@@ -19,7 +19,8 @@ from torch import nn
 
 from devicerl.agents.base import Policy, require_trainable
 from devicerl.algos.formulas import weighted_nll
-from devicerl.records import Trajectory
+from devicerl.errors import ConfigError
+from devicerl.records import Observation, Trajectory
 
 
 @dataclass
@@ -33,6 +34,25 @@ class ActorConfig:
     batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch"})
     grad_accum: int = field(default=1, metadata={"help": "minibatches per optimizer step"})
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip (0: none)"})
+    entropy_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "weight of an entropy bonus on states drawn from the whole replay (0: the "
+            "paper's pure regression; needs an agent with entropy())"
+        },
+    )
+    entropy_versions: int = field(
+        default=0,
+        metadata={
+            "help": "the bonus falls linearly to 0 over this many policy versions (0: constant)"
+        },
+    )
+
+    def entropy_weight(self, version: int) -> float:
+        """The entropy bonus's weight at policy version ``version``."""
+        if self.entropy_versions <= 0:
+            return self.entropy_coef
+        return self.entropy_coef * max(0.0, 1.0 - version / self.entropy_versions)
 
 
 @dataclass
@@ -65,6 +85,16 @@ class Learner(ABC):
         featurizer = getattr(actor, "featurizer", None)
         if featurizer is not None and hasattr(featurizer, "enable_cache"):
             featurizer.enable_cache()  # replay observations are featurized again and again
+        if config.entropy_coef < 0 or config.entropy_versions < 0:
+            raise ConfigError(
+                "actor.entropy_coef and actor.entropy_versions must be >= 0, got "
+                f"{config.entropy_coef} and {config.entropy_versions}"
+            )
+        if config.entropy_coef > 0 and not callable(getattr(actor, "entropy", None)):
+            raise ConfigError(
+                f"actor.entropy_coef={config.entropy_coef} needs an agent with entropy() "
+                f"({type(actor).__name__} has none)"
+            )
         self.actor_config = config
         self.actor_opt = torch.optim.AdamW(
             list(actor.parameters()), lr=config.lr, weight_decay=config.weight_decay
@@ -84,12 +114,20 @@ class Learner(ABC):
         return {"actor": self.actor_opt}
 
     # -- the actor's regression ---------------------------------------------------------------
-    def actor_step(self, samples: Sequence[Sample]) -> dict[str, float]:
-        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``."""
+    def actor_step(
+        self, samples: Sequence[Sample], data: Sequence[Trajectory] = ()
+    ) -> dict[str, float]:
+        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``;
+        with ``entropy_coef``, minus that times the policy's entropy on as many states drawn
+        from all steps of ``data`` (failed episodes included: where nothing is imitated, the
+        bonus keeps the policy from collapsing onto what it learnt on other tasks)."""
         cfg = self.actor_config
         if not samples:
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
-        losses, norms = [], []
+        states = [Sample(t, i) for t in data for i in range(t.length)]
+        beta = cfg.entropy_weight(self.actor.version)
+        use_entropy = beta > 0 and bool(states)
+        losses, norms, entropies = [], [], []
         self.actor.train()  # type: ignore[attr-defined]
         try:
             for _ in range(cfg.updates):
@@ -97,8 +135,13 @@ class Learner(ABC):
                 for _ in range(cfg.grad_accum):
                     batch = [self.rng.choice(samples) for _ in range(cfg.batch_size)]
                     loss = self._nll(batch) / cfg.grad_accum
-                    loss.backward()
                     losses.append(loss.item() * cfg.grad_accum)
+                    if use_entropy:
+                        seen = [self.rng.choice(states) for _ in range(cfg.batch_size)]
+                        entropy = self.actor.entropy(self._observations(seen)).mean()
+                        entropies.append(entropy.item())
+                        loss = loss - beta * entropy / cfg.grad_accum
+                    loss.backward()
                 params = list(self.actor.parameters())
                 if cfg.grad_clip > 0:
                     norms.append(float(nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
@@ -112,16 +155,19 @@ class Learner(ABC):
         }
         if norms:
             out["train/actor_grad_norm"] = sum(norms) / len(norms)
+        if entropies:
+            out["train/actor_entropy"] = sum(entropies) / len(entropies)
         return out
+
+    def _observations(self, batch: Sequence[Sample]) -> list[Observation]:
+        if self.actor.uses_history:  # the input the actor saw when it acted
+            return [s.trajectory.agent_observation(s.index) for s in batch]
+        return [s.trajectory.steps[s.index].observation for s in batch]
 
     def _nll(self, batch: Sequence[Sample]) -> torch.Tensor:
         steps = [s.trajectory.steps[s.index] for s in batch]
-        if self.actor.uses_history:  # the input the actor saw when it acted
-            observations = [s.trajectory.agent_observation(s.index) for s in batch]
-        else:
-            observations = [st.observation for st in steps]
         log_probs = self.actor.log_prob(
-            observations, [st.action for st in steps], [st.text for st in steps]
+            self._observations(batch), [st.action for st in steps], [st.text for st in steps]
         )
         weights = torch.tensor([s.weight for s in batch], device=log_probs.device)
         return weighted_nll(log_probs, weights)

@@ -106,7 +106,7 @@ class DigiRL(Learner):
         metrics.update(self.critic_step(data))
         samples, stats = self.select(data)
         metrics.update(stats)
-        metrics.update(self.actor_step(samples))
+        metrics.update(self.actor_step(samples, data))
         return metrics
 
     # -- critics -------------------------------------------------------------------------------

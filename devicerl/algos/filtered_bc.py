@@ -42,7 +42,7 @@ class FilteredBC(Learner):
         returns = torch.tensor([t.total_reward for t in data], dtype=torch.float32)
         keep = filtered_bc_mask(returns, self.config.top_p).tolist()
         samples = [Sample(t, i) for t, k in zip(data, keep) if k for i in range(t.length)]
-        metrics = self.actor_step(samples)
+        metrics = self.actor_step(samples, data)
         metrics["train/data_trajectories"] = float(len(data))
         metrics["train/kept_trajectories"] = float(sum(keep))
         return metrics

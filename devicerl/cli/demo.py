@@ -16,6 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 
+#: `digirl.actor.entropy_versions` of the learning benchmark's setup (8,000 env steps).
+ENTROPY_VERSIONS_PER_8K = 80
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded default job and write a report")
@@ -42,12 +45,15 @@ def run(args: argparse.Namespace) -> int:
         return collect_synthetic(args)
     from devicerl.runtime.comparison import compare, table
 
+    # the entropy bonus fades over the same share of a shorter budget as in the benchmark
+    fade = max(1, round(ENTROPY_VERSIONS_PER_8K * args.budget / 8000))
     report = compare(
         args.out,
         systems=("random", "digirl"),
         seeds=(args.seed,),
         budget=args.budget,
         eval_episodes=args.eval_episodes,
+        extra=(f"digirl.actor.entropy_versions={fade}",),
     )
     print(table(report["summary"]))
     print(report["result_sampled"])

@@ -37,7 +37,8 @@ def rollout(
     while True:
         started = time.time()
         t0 = time.perf_counter()
-        sample = policy.act([obs], greedy=greedy)[0]
+        seen = traj.agent_observation(len(traj.steps), obs) if policy.uses_history else obs
+        sample = policy.act([seen], greedy=greedy)[0]
         agent_time = time.perf_counter() - t0
         try:
             result = env.step(sample.action)

@@ -201,12 +201,18 @@ class Trainer:
                 metrics = self.learner.update(list(self.replay))
                 self.state.offline_done += 1
                 self.state.iteration += 1
-                self.state.version += 1
+                self._next_version()
                 self.metrics.log(metrics, self.state.env_steps)
                 bar.update(1, loss=metrics.get("train/actor_loss", float("nan")))
                 if self.state.iteration % cfg.checkpoint_every == 0:
                     self.checkpoint()
         self.checkpoint()
+
+    def _next_version(self) -> None:
+        """A new policy version; the learner's actor carries it too (it is saved with the
+        agent)."""
+        self.state.version += 1
+        self.actor.version = self.state.version
 
     def _add_to_replay(self, t: Trajectory) -> None:
         self.replay.add(t)
@@ -271,7 +277,7 @@ class Trainer:
         if self.learner is not None and len(self.replay):
             metrics = self.learner.update(list(self.replay))
         learn_s = time.perf_counter() - t1
-        s.version += 1
+        self._next_version()
         s.iteration += 1
         weights = self.actor.get_weights() if self.learner is not None else None
         mailbox.publish(weights, s.version)
