@@ -36,11 +36,16 @@ def _episodes(agent, tmp_path, n: int = 3):
 
 
 def _rescore(agent, trajectories) -> tuple[torch.Tensor, torch.Tensor]:
+    """Recompute log-probs as a learner does: from the stored steps, with the episode's earlier
+    actions for agents that read them."""
     steps = [s for t in trajectories for s in t.steps]
+    observations = [
+        t.agent_observation(i) if agent.uses_history else t.steps[i].observation
+        for t in trajectories
+        for i in range(t.length)
+    ]
     with torch.no_grad():
-        lp = agent.log_prob(
-            [s.observation for s in steps], [s.action for s in steps], [s.text for s in steps]
-        )
+        lp = agent.log_prob(observations, [s.action for s in steps], [s.text for s in steps])
     return lp, torch.tensor([s.log_prob for s in steps])
 
 

@@ -34,6 +34,7 @@ def test_demo_collects(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # Chromium, training and two evaluations on a loaded 2-core machine
 def test_demo_trains_on_miniwob_and_writes_a_report(tmp_path) -> None:
     """The default demo, shortened: DigiRL on MiniWoB++ in Chromium vs the random policy."""
     out = tmp_path / "demo"

@@ -214,7 +214,8 @@ def test_rate_limit_holds_under_concurrent_judging(tmp_path) -> None:
             t.join()
         times = sorted(r.at for r in srv.requests)
         assert len(times) == 8
-        assert np.diff(times).min() >= 0.08  # 10 requests/s, burst 1
+        gaps = np.diff(times)  # 10 requests/s, burst 1 (jitter: see test_chat_client)
+        assert gaps.min() >= 0.03 and gaps.mean() >= 0.09, gaps
         judge.close()
 
 
