@@ -109,10 +109,6 @@ def span_text(meta: ObsMeta, start: int, end: int) -> str:
     return meta.instruction[meta.token_spans[start][0] : meta.token_spans[end][1]]
 
 
-def _tap_target(meta: ObsMeta, x: float, y: float) -> tuple[list[int], bool, str]:
-    return tapped_elements(meta.elements, meta.tap_points, meta.screen_size, x, y)
-
-
 def _type_target(meta: ObsMeta, text: str, max_span: int) -> tuple[list[tuple[int, int]], bool]:
     n = len(meta.token_spans)
     spans = [(s, e) for s in range(n) for e in range(s, min(n, s + max_span))]
@@ -231,7 +227,9 @@ class SmallAgent(TorchPolicy):
                 direction = action.swipe_direction or "up"
                 exact = action == swipe_action(direction)
                 return ActionTarget(t, GESTURES.index(direction), exact=exact, note="swipe")
-            elements, exact, note = _tap_target(meta, *action.touch)
+            elements, exact, note = tapped_elements(
+                meta.elements, meta.tap_points, meta.screen_size, *action.touch
+            )
             return ActionTarget(t, 0, elements=elements, exact=exact, note=note)
         if action.type is ActionType.TYPE:
             spans, exact = _type_target(meta, action.text, self.config.max_span)

@@ -124,9 +124,9 @@ class Learner(ABC):
         cfg = self.actor_config
         if not samples:
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
-        states = [Sample(t, i) for t in data for i in range(t.length)]
         beta = cfg.entropy_weight(self.actor.version)
-        use_entropy = beta > 0 and bool(states)
+        states = [Sample(t, i) for t in data for i in range(t.length)] if beta > 0 else []
+        use_entropy = bool(states)
         losses, norms, entropies = [], [], []
         self.actor.train()  # type: ignore[attr-defined]
         try:

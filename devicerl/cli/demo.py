@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 
-#: `digirl.actor.entropy_versions` of the learning benchmark's setup (8,000 env steps).
-ENTROPY_VERSIONS_PER_8K = 80
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="run the embedded default job and write a report")
@@ -43,10 +40,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.synthetic:
         return collect_synthetic(args)
-    from devicerl.runtime.comparison import compare, table
+    from devicerl.runtime.comparison import ENTROPY_FADE_VERSIONS, compare, table
 
-    # the entropy bonus fades over the same share of a shorter budget as in the benchmark
-    fade = max(1, round(ENTROPY_VERSIONS_PER_8K * args.budget / 8000))
+    # the entropy bonus fades over the same share of the budget as in an 8,000-step benchmark
+    fade = max(1, round(ENTROPY_FADE_VERSIONS * args.budget / 8000))
     report = compare(
         args.out,
         systems=("random", "digirl"),

@@ -30,6 +30,9 @@ SYSTEMS = ("random", "filtered_bc", "digirl")
 
 #: The MiniWoB++ development setup: the small CPU agent reads the DOM (no screenshots), three
 #: Chromium devices with a page cache per task, taps and typing only.
+#: Policy versions (iterations) over which the MiniWoB++ setup's entropy bonus fades: about
+#: half of an 8,000-step run (`devicerl demo` scales it to its budget).
+ENTROPY_FADE_VERSIONS = 80
 MINIWOB_DEV = [
     "env.name=browser",
     "env.kwargs={screenshot: false, task_pages: 8}",
@@ -42,11 +45,11 @@ MINIWOB_DEV = [
     "digirl.actor.lr=1e-3",
     "digirl.actor.updates=12",  # enough to learn from a task's first rare successes
     "digirl.actor.entropy_coef=0.1",  # keeps exploring tasks with no success yet ...
-    "digirl.actor.entropy_versions=80",  # ... then fades out, about halfway through 8k steps
+    f"digirl.actor.entropy_versions={ENTROPY_FADE_VERSIONS}",  # ... then fades out
     "filtered_bc.actor.lr=1e-3",
     "filtered_bc.actor.updates=12",
     "filtered_bc.actor.entropy_coef=0.1",
-    "filtered_bc.actor.entropy_versions=80",
+    f"filtered_bc.actor.entropy_versions={ENTROPY_FADE_VERSIONS}",
     "eval.n_tasks=8",
     "logging.tensorboard=false",
     "checkpoint_every=1000000",
