@@ -25,14 +25,32 @@ TAP = Action.tap(0.5, 0.5)
 register("helperdev/*", HelperDevice, overwrite=True)
 
 
-def _run(pool: EnvPool, target: int, kill_every_s: float | None = None, seed: int = 0):
-    """Drive the pool until ``target`` complete episodes; SIGKILL a random worker now and
-    then. Returns (all trajectories, kills)."""
+def _cause(t) -> str:
+    """A truncated episode's cause without its details."""
+    return t.truncation_cause.split(":")[0].split(" (")[0]
+
+
+def _run(
+    pool: EnvPool,
+    target: int,
+    kill_every_s: float | None = None,
+    seed: int = 0,
+    causes: tuple[str, ...] = (),
+):
+    """Drive the pool until ``target`` complete episodes and, since faults are random, until
+    episodes truncated by each of ``causes`` were seen; SIGKILL a random worker now and then.
+    Returns (all trajectories, kills)."""
     rng = random.Random(seed)
     trajectories, kills = [], 0
     next_kill = time.monotonic() + (kill_every_s or 0)
     deadline = time.monotonic() + 90
-    while sum(not t.is_truncated for t in trajectories) < target:
+
+    def done() -> bool:
+        seen = {_cause(t) for t in trajectories if t.is_truncated}
+        complete = sum(not t.is_truncated for t in trajectories)
+        return complete >= target and seen.issuperset(causes)
+
+    while not done():
         assert time.monotonic() < deadline, f"stuck: {pool.stats()}"
         ready = pool.recv(min_ready=1, timeout=1.0)
         trajectories += [r.trajectory for r in ready if r.trajectory is not None]
@@ -59,7 +77,7 @@ def _check_delivery(trajectories) -> Counter:
         if t.is_truncated:
             assert t.truncation_cause and not t.success
             assert length is None or len(t.steps) < length
-            causes[t.truncation_cause.split(":")[0].split(" (")[0]] += 1
+            causes[_cause(t)] += 1
         else:
             assert t.end_reason in (EndReason.SUCCESS, EndReason.FAILURE)
             assert t.truncation_cause is None and len(t.steps) == length
@@ -82,7 +100,12 @@ def test_kill9_hangs_and_exceptions_never_stop_the_run() -> None:
     pool = EnvPool(specs, tasks=TaskSampler(STEPS, seed=5), supervision=config)
     tag = pool.backend.tag
     try:
-        trajectories, kills = _run(pool, target=150, kill_every_s=0.3)
+        trajectories, kills = _run(
+            pool,
+            target=150,
+            kill_every_s=0.3,
+            causes=("worker died", "step timed out after 0.5s", "DeviceError"),
+        )
         stats = pool.stats()
     finally:
         pool.close()
