@@ -90,6 +90,14 @@ class Observation:
         hits = [e for e in self.elements if e.contains(px, py)]
         return min(hits, key=lambda e: e.area) if hits else None
 
+    def same_screen(self, other: Observation) -> bool:
+        """True when ``other`` shows the same thing: instruction, UI elements and pixels
+        (``extras`` are not compared)."""
+        if self.instruction != other.instruction or self.elements != other.elements:
+            return False
+        a, b = self.screenshot, other.screenshot
+        return (a is None) == (b is None) and (a is None or np.array_equal(a, b))
+
 
 class EndReason(str, Enum):
     """Why an episode ended."""
@@ -195,6 +203,16 @@ class Trajectory:
             hit = (obs, with_previous_actions(obs, [s.action for s in self.steps[:index]]))
             cache[index] = hit
         return hit[1]
+
+    def is_noop(self, index: int) -> bool:
+        """True when step ``index`` changed nothing: no reward, the episode went on, and the
+        next observation shows the same screen as this one."""
+        step = self.steps[index]
+        if step.reward or step.terminated or step.truncated:
+            return False
+        after = self.steps[index + 1].observation if index + 1 < len(self.steps) else None
+        after = self.final_observation if after is None else after
+        return after is not None and step.observation.same_screen(after)
 
     @property
     def policy_version(self) -> int:

@@ -223,6 +223,29 @@ def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None
     assert torch.equal(with_floor(log_p, logits, 0.0), log_p)
 
 
+def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
+    from dataclasses import replace
+
+    agent = SmallAgent(
+        d_model=32, n_layers=1, explore=0.0, seed=3, allowed_types=("DUAL_POINT",), swipes=False
+    )
+    page = _page()
+    asked = replace(page, extras={"explore": 0.9})
+    n_elems = len(page.elements)
+    lp = agent.head_log_probs(agent.featurize([page, asked]), agent._explore_levels([page, asked]))
+    p_elem = lp.element.exp()
+    assert torch.allclose(p_elem.sum(-1), torch.ones(2), atol=1e-5)
+    assert (p_elem[1] >= 0.9 / n_elems - 1e-6).all()  # the asked floor, on that row only
+    plain = agent.head_log_probs(agent.featurize([page]))
+    assert torch.allclose(lp.element[0], plain.element[0])  # other rows keep the config's floor
+    assert agent._explore_levels([page]) == 0.0  # nobody asked: one level, no tensor
+    levels = agent._explore_levels([replace(page, extras={"explore": 5.0}), page])
+    assert torch.allclose(levels, torch.tensor([[0.95], [0.0]]))  # capped at MAX_EXPLORE
+    # sampling with the raised floor spreads the taps over the page's elements
+    taps = {s.extras["element"] for s in agent.act([asked] * 100)}
+    assert taps == {e.id for e in page.elements}
+
+
 def test_history_features_read_the_episodes_earlier_actions() -> None:
     from devicerl.actions import VALID_TYPES
     from devicerl.agents.featurize import INSTR_FEATURES

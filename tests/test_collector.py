@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import pytest
+
 from devicerl.actions import Action
 from devicerl.agents import ActionSample, Policy
 from devicerl.envs import EnvSpec
@@ -121,3 +123,52 @@ def test_agents_see_their_episodes_previous_actions() -> None:
     assert policy.seen >= 24 and len(trajectories) >= 12
     for t in trajectories:  # the stored observations stay as the device returned them
         assert all("previous_actions" not in s.observation.extras for s in t.steps)
+
+
+class LevelReader(Tapper):
+    """Taps the centre and remembers the exploration level each observation carried."""
+
+    def __init__(self) -> None:
+        super().__init__(version=0)
+        self.levels: list[float] = []
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False):
+        self.levels += [o.extras["explore"] for o in observations]
+        return super().act(observations, greedy)
+
+
+def test_exploration_levels_follow_each_tasks_recent_success() -> None:
+    from devicerl.runtime.exploration import TaskExploration
+
+    tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
+    exploration = TaskExploration(0.8, window=1000)
+    policy = LevelReader()
+    specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
+    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
+        trajectories = Collector(pool, policy, exploration=exploration).run(40)
+    assert policy.levels[0] == 0.8  # nothing seen yet: the highest level
+    assert all(0.0 <= v <= 0.8 for v in policy.levels)
+    assert min(policy.levels) < 0.8  # the steps task succeeds half the time: explored less
+    for task in ("synthetic/steps", "synthetic/tap"):  # every labelled episode was recorded
+        ends = [t.success for t in trajectories if t.task == task]
+        assert ends and exploration.success_rate(task) == pytest.approx(sum(ends) / len(ends))
+    for t in trajectories:  # the stored observations stay as the device returned them
+        assert all("explore" not in s.observation.extras for s in t.steps)
+
+
+def test_exploration_level_is_max_times_recent_failure_rate() -> None:
+    from devicerl.runtime.exploration import TaskExploration
+
+    ex = TaskExploration(0.5, window=4)
+    assert ex.level("a") == 0.5 and ex.level(None) == 0.5 and ex.success_rate("a") is None
+    for success in (True, True, False, True, True):  # the window keeps the last 4
+        ex.record("a", success)
+    assert ex.success_rate("a") == 0.75 and ex.level("a") == pytest.approx(0.125)
+    assert ex.level("b") == 0.5  # other tasks are unaffected
+    again = TaskExploration(0.5, window=4)
+    again.load_state_dict(ex.state_dict())
+    assert again.level("a") == ex.level("a")
+    with pytest.raises(ValueError, match="max_level"):
+        TaskExploration(1.0)
+    with pytest.raises(ValueError, match="window"):
+        TaskExploration(0.5, window=0)

@@ -47,7 +47,8 @@ def untrained(tmp_path_factory) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["digirl", "filtered_bc"])
 def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo) -> None:
-    s = train(tmp_path, algo, f"algo={algo}", "env_steps=1200")
+    explore = ["exploration.max=0.5"] if algo == "digirl" else []  # adaptive exploration on
+    s = train(tmp_path, algo, f"algo={algo}", "env_steps=1200", *explore)
     assert s["env_steps"] >= 1200 and s["iteration"] > 0
     trained = s["eval"]["success_rate"]
     assert untrained < 0.5  # 4 boxes: an untrained policy taps the right one ~1/4 of the time
@@ -61,6 +62,10 @@ def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo) -
     assert len(versions) > 3  # trajectories carry the version that acted, which moves on
     saved = json.loads((run.path / "agent" / "small_agent.json").read_text())
     assert saved["version"] == s["version"] > max(versions)  # saved with the last version
+    explored = run.checkpoint_manager().load_latest().state["exploration"]
+    assert bool(explored) == bool(explore)  # per-task success windows checkpointed when on
+    if explore:
+        assert len(explored["synthetic/tap"]) == 20 and sum(explored["synthetic/tap"]) > 10
 
 
 def test_offline_then_off2on_from_a_stored_dataset(tmp_path, untrained) -> None:
@@ -144,6 +149,8 @@ def test_training_with_the_vlm_judge(tmp_path) -> None:
 def test_bad_configs_fail_at_start(tmp_path) -> None:
     with pytest.raises(ConfigError, match="offline_data"):
         load_config(TrainConfig, None, ["mode=offline"])
+    with pytest.raises(ConfigError, match=r"exploration\.max must be in \[0, 1\)"):
+        load_config(TrainConfig, None, ["exploration.max=1.5"])
     with pytest.raises(ConfigError, match=r"unknown config key 'digirl\.lamda'"):
         load_config(TrainConfig, None, ["digirl.lamda=0.3"])
     cfg = load_config(TrainConfig, None, [*FAST, "agent.kind=api", "agent.api.chat.model=x"])

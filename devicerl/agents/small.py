@@ -50,12 +50,16 @@ from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device,
 from devicerl.errors import DataError
 from devicerl.records import Observation
 
+#: Highest exploration floor a collector may ask for (a policy that is all noise learns nothing).
+MAX_EXPLORE = 0.95
 #: Log-prob given to an action part the agent cannot express (see the module doc).
 UNREPRESENTABLE_LOG_PROB = -50.0
 #: Swipes run from the screen centre, this far (normalised) in their direction.
 SWIPE_LENGTH = 0.3
 _SWIPE_VECTORS = {"up": (0.0, -1.0), "down": (0.0, 1.0), "left": (-1.0, 0.0), "right": (1.0, 0.0)}
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "small_agent.json"
+#: An exploration floor: one level for the batch, or one per observation ([B, 1] tensor).
+Explore = float | torch.Tensor
 
 
 @dataclass
@@ -77,9 +81,10 @@ class HeadLogProbs(NamedTuple):
     span: torch.Tensor  # [B, Li(start), Li(end)]: log p(start) + log p(end | start)
 
 
-def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: float) -> torch.Tensor:
-    """log((1 - eps) p + eps u), u uniform over the options that are not masked."""
-    if eps <= 0:
+def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch.Tensor:
+    """log((1 - eps) p + eps u), u uniform over the options that are not masked (``eps``: one
+    level, or one per row as a [B, 1] tensor)."""
+    if isinstance(eps, float | int) and eps <= 0:
         return log_p
     valid = logits > MASKED / 2
     uniform = valid / valid.sum(-1, keepdim=True).clamp(min=1)
@@ -87,7 +92,7 @@ def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: float) -> torch.T
     return torch.where(valid, mixed.clamp(min=1e-30).log(), log_p)
 
 
-def head_log_probs(logits: HeadLogits, temperature: float, explore: float = 0.0) -> HeadLogProbs:
+def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.0) -> HeadLogProbs:
     t = float(temperature)
     start = F.log_softmax(logits.start / t, -1)
     end = F.log_softmax(logits.end / t, -1)
@@ -162,16 +167,28 @@ class SmallAgent(TorchPolicy):
     def featurize(self, observations: Sequence[Observation]) -> FeatureBatch:
         return self.featurizer(list(observations)).to(self.device)
 
-    def head_log_probs(self, batch: FeatureBatch) -> HeadLogProbs:
-        return head_log_probs(self.module(batch), self.temperature, self.config.explore)
+    def head_log_probs(self, batch: FeatureBatch, explore: Explore | None = None) -> HeadLogProbs:
+        floor = self.config.explore if explore is None else explore
+        return head_log_probs(self.module(batch), self.temperature, floor)
+
+    def _explore_levels(self, observations: Sequence[Observation]) -> Explore:
+        """The exploration floor of each observation: the configured one, raised to the level a
+        collector asks for in ``extras["explore"]`` (`devicerl.runtime.exploration`)."""
+        base = self.config.explore
+        asked = [o.extras.get("explore") for o in observations]
+        if all(a is None for a in asked):
+            return base
+        levels = [min(max(base, float(a or 0.0)), MAX_EXPLORE) for a in asked]
+        return torch.tensor(levels, device=self.device).unsqueeze(-1)
 
     # -- acting --------------------------------------------------------------------------------
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
         if not observations:
             return []
         batch = self.featurize(observations)
+        explore = self._explore_levels(observations)
         with torch.no_grad():
-            lp = self.head_log_probs(batch)
+            lp = self.head_log_probs(batch, explore)
             choice = self._choose(lp, greedy)
         samples = []
         targets = []

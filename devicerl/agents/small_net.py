@@ -175,6 +175,12 @@ class SmallPolicyNet(nn.Module):
         self.start_score = nn.Linear(d, 1)
         self.end_query, self.end_key = nn.Linear(d, d), nn.Linear(d, d)
         self.end_score = nn.Linear(d, 1)
+        # The span pointers start at zero: only typing actions train them, so until the agent
+        # imitates one its span choice is the quote prior alone, not whatever the encoder's
+        # training on other actions makes of randomly initialised pointers.
+        for layer in (self.start_query, self.start_score, self.end_query, self.end_score):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
         allowed = torch.ones(len(VALID_TYPES), dtype=torch.bool)
         if cfg.allowed_types is not None:
             allowed = torch.tensor([t.value in cfg.allowed_types for t in VALID_TYPES])

@@ -48,6 +48,14 @@ class ActorConfig:
         },
     )
 
+    skip_noops: bool = field(
+        default=False,
+        metadata={
+            "help": "never imitate a step that left the screen as it was (no reward, episode "
+            "went on): it cannot have helped (off: the paper keeps every filtered step)"
+        },
+    )
+
     def entropy_weight(self, version: int) -> float:
         """The entropy bonus's weight at policy version ``version``."""
         if self.entropy_versions <= 0:
@@ -117,11 +125,16 @@ class Learner(ABC):
     def actor_step(
         self, samples: Sequence[Sample], data: Sequence[Trajectory] = ()
     ) -> dict[str, float]:
-        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``;
-        with ``entropy_coef``, minus that times the policy's entropy on as many states drawn
-        from all steps of ``data`` (failed episodes included: where nothing is imitated, the
-        bonus keeps the policy from collapsing onto what it learnt on other tasks)."""
+        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``
+        (less no-op steps with ``skip_noops``); with ``entropy_coef``, minus that times the
+        policy's entropy on as many states drawn from all steps of ``data`` (failed episodes
+        included: where nothing is imitated, the bonus keeps the policy from collapsing onto
+        what it learnt on other tasks)."""
         cfg = self.actor_config
+        noops = 0
+        if cfg.skip_noops:
+            kept = [s for s in samples if not s.trajectory.is_noop(s.index)]
+            noops, samples = len(samples) - len(kept), kept
         if not samples:
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
         beta = cfg.entropy_weight(self.actor.version)
@@ -153,6 +166,8 @@ class Learner(ABC):
             "train/actor_loss": sum(losses) / len(losses),
             "train/actor_samples": float(len(samples)),
         }
+        if cfg.skip_noops:
+            out["train/actor_noops_skipped"] = float(noops)
         if norms:
             out["train/actor_grad_norm"] = sum(norms) / len(norms)
         if entropies:

@@ -22,7 +22,8 @@ class Ready:
     ``observation`` is what to act on next (the first observation of a new episode when
     ``first``), or None when the device has nothing to act on now (it is restarting, retired,
     or out of tasks). ``trajectory`` is the episode that just ended, if any. ``reward``,
-    ``terminated``, ``truncated`` and ``info`` describe the last step.
+    ``terminated``, ``truncated`` and ``info`` describe the last step. ``task`` names the task
+    of the new episode (set with ``first``).
     """
 
     env_id: int
@@ -34,6 +35,7 @@ class Ready:
     trajectory: Trajectory | None = None
     first: bool = False
     retired: bool = False
+    task: str | None = None
 
 
 @dataclass

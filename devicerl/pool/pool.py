@@ -380,6 +380,7 @@ class EnvPool:
         last, slot.last = slot.last, None
         ready = after_step(slot.env_id, last) if last else Ready(slot.env_id, None)
         ready.observation, ready.first = reply.observation, True
+        ready.task = inst.task.name
         ready.trajectory, slot.finished = slot.finished, None
         self._out.append(ready)
 

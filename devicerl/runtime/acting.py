@@ -22,6 +22,7 @@ from devicerl.agents.base import Policy
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.collector import Collector
+from devicerl.runtime.exploration import TaskExploration
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,10 @@ class BackgroundCollector:
         max_ahead: int = 32,
         overlap: bool = True,
         batch: int = 16,
+        exploration: TaskExploration | None = None,
     ) -> None:
         self.make_pool = make_pool
+        self.exploration = exploration
         self.policy = policy
         self.mailbox = mailbox
         self.judge = judge
@@ -93,7 +96,11 @@ class BackgroundCollector:
         try:
             with self.make_pool() as pool:
                 collector = Collector(
-                    pool, self.policy, policy_source=self._fresh_policy, judge=self.judge
+                    pool,
+                    self.policy,
+                    policy_source=self._fresh_policy,
+                    judge=self.judge,
+                    exploration=self.exploration,
                 )
                 seen_version = self.mailbox.version
                 episodes = collector.collect(None, stop=self.stop_event)

@@ -12,6 +12,10 @@ relabelled from the verdict (success, rewards, a per-step cut). Judging never bl
 devices: `collect` keeps stepping them while verdicts are pending. Episodes the judge could not
 label (``devicerl.judges.is_labelled`` is False) are yielded like truncated ones: not counted
 towards ``n_episodes`` nor in the success rate; keep them out of training.
+
+With an ``exploration`` (`devicerl.runtime.exploration.TaskExploration`) every episode gets an
+exploration level from its task's recent success, passed to the policy as
+``observation.extras["explore"]``; every labelled episode is recorded there.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from devicerl.actions import Action
@@ -28,6 +32,7 @@ from devicerl.agents.base import Policy, as_policy
 from devicerl.judges import Judged, JudgeRunner, is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Observation, Trajectory, with_previous_actions
+from devicerl.runtime.exploration import EXPLORE_KEY, TaskExploration
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
@@ -96,9 +101,11 @@ class Collector:
         policy_source: Callable[[], PolicyLike | None] | None = None,
         poll_s: float = 0.5,
         judge: JudgeRunner | None = None,
+        exploration: TaskExploration | None = None,
     ) -> None:
         self.pool = pool
         self.judge = judge
+        self.exploration = exploration
         self.policy = as_policy(policy)
         self.greedy = greedy
         self.policy_source = policy_source
@@ -108,6 +115,7 @@ class Collector:
         self._next_policy: Policy | None = None
         self._waiting: dict[int, Observation] = {}
         self._history: dict[int, list[Action]] = {}  # actions of each device's episode so far
+        self._explore: dict[int, float] = {}  # exploration level of each device's episode
         self._backlog: deque[Trajectory] = deque()
         self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
 
@@ -151,6 +159,8 @@ class Collector:
                 self._backlog.append(r.trajectory)
             if r.first:  # a new episode (after an end or a device restart)
                 self._history[r.env_id] = []
+                if self.exploration is not None:
+                    self._explore[r.env_id] = self.exploration.level(r.task)
             if r.observation is not None:
                 self._waiting[r.env_id] = r.observation
             elif r.env_id in self._waiting:
@@ -170,6 +180,11 @@ class Collector:
         if policy.uses_history:  # a copy: the stored step keeps the device's observation
             observations = [
                 with_previous_actions(obs, self._history.setdefault(i, []))
+                for i, obs in zip(ids, observations)
+            ]
+        if self._explore:
+            observations = [
+                replace(obs, extras={**obs.extras, EXPLORE_KEY: self._explore.get(i, 0.0)})
                 for i, obs in zip(ids, observations)
             ]
         t0 = time.perf_counter()
@@ -208,6 +223,8 @@ class Collector:
         else:
             self.stats.episodes += 1
             self.stats.successes += int(traj.success)
+            if self.exploration is not None:
+                self.exploration.record(traj.task, traj.success)
         return traj
 
     def summary(self) -> dict[str, Any]:

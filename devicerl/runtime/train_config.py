@@ -57,6 +57,17 @@ class EvalConfig:
 
 
 @dataclass
+class ExplorationConfig:
+    """Success-adaptive exploration (`devicerl.runtime.exploration`; beyond the paper): each
+    training episode's exploration level is ``max x (1 - its task's recent success rate)``."""
+
+    max: float = field(
+        default=0.0, metadata={"help": "level for a task with no recent success (0: off)"}
+    )
+    window: int = field(default=20, metadata={"help": "recent episodes per task"})
+
+
+@dataclass
 class TrainConfig:
     """A training (or evaluation) run."""
 
@@ -74,6 +85,7 @@ class TrainConfig:
     digirl: DigiRLConfig = field(default_factory=DigiRLConfig)
     filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     trajectories_per_iter: int = field(
         default=16, metadata={"help": "K: new trajectories per iteration"}
@@ -107,6 +119,11 @@ class TrainConfig:
             raise ConfigError("trajectories_per_iter and replay_capacity must be >= 1")
         if self.max_policy_lag < 1:
             raise ConfigError("max_policy_lag must be >= 1")
+        if not 0.0 <= self.exploration.max < 1.0 or self.exploration.window < 1:
+            raise ConfigError(
+                f"exploration.max must be in [0, 1) and exploration.window >= 1, got "
+                f"{self.exploration.max} and {self.exploration.window}"
+            )
 
     @property
     def eval_tasks(self) -> str:

@@ -37,6 +37,7 @@ from devicerl.pool.supervisor import SupervisorConfig
 from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, WeightMailbox
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
+from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
@@ -116,6 +117,8 @@ class Trainer:
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
+        ex = cfg.exploration
+        self.exploration = TaskExploration(ex.max, ex.window) if ex.max > 0 else None
         self.eval_result: EvalResult | None = None
         if resume:
             self._restore()
@@ -242,6 +245,7 @@ class Trainer:
             max_ahead=cfg.max_ahead or 2 * k,
             overlap=cfg.overlap,
             batch=k,
+            exploration=self.exploration,
         ).start()
         bar = RateProgress("train", total=cfg.env_steps, unit="env steps")
         try:
@@ -381,6 +385,7 @@ class Trainer:
             "learner": self.learner.state_dict(),
             "recent": list(self.recent),
             "lags": self.lags[-10_000:],
+            "exploration": self.exploration.state_dict() if self.exploration else {},
         }
         return self.ckpt.save(self.state.iteration, models, optims, state)
 
@@ -401,5 +406,7 @@ class Trainer:
         self.replay.load_state_dict(ck.state["replay"], self.run_dir.store())
         self.recent.extend(ck.state.get("recent", []))
         self.lags = list(ck.state.get("lags", []))
+        if self.exploration is not None:
+            self.exploration.load_state_dict(ck.state.get("exploration", {}))
         ck.restore_rng()
         log.info("resumed from %s (iteration %d)", ck.path, ck.iteration)

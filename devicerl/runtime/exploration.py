@@ -1,0 +1,63 @@
+"""Success-adaptive exploration: each episode's exploration level from its task's recent success.
+
+A policy trained only on what worked (Filtered BC, DigiRL's advantage-filtered regression) never
+learns from a task it has not solved yet: on such a task it repeats whatever it does elsewhere
+(e.g. taps the button the instruction names, ending the episode) and a global exploration floor
+small enough not to hurt the solved tasks rarely finds the first success. `TaskExploration`
+gives every new episode an exploration level of ``max_level x (1 - recent success rate of its
+task)``: a task with no success yet is explored at ``max_level``, a solved one hardly at all,
+and the level falls as the task is learnt. The collector asks `level` when an episode starts
+and passes the level to the policy as ``observation.extras["explore"]`` (the small agent mixes
+that fraction of uniform choice into its action-type and element choices; other agents ignore
+it); the trainer `record`s every labelled episode. Beyond the DigiRL paper; off by default.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+#: Key of the per-observation exploration level in ``Observation.extras``.
+EXPLORE_KEY = "explore"
+
+
+class TaskExploration:
+    """Per-task exploration levels from each task's last ``window`` labelled episodes."""
+
+    def __init__(self, max_level: float, window: int = 20) -> None:
+        if not 0.0 <= max_level < 1.0:
+            raise ValueError(f"exploration max_level must be in [0, 1), got {max_level}")
+        if window < 1:
+            raise ValueError(f"exploration window must be >= 1, got {window}")
+        self.max_level = max_level
+        self.window = window
+        self._recent: dict[str, deque[bool]] = {}
+        self._lock = threading.Lock()  # the collector thread reads, the trainer writes
+
+    def success_rate(self, task: str) -> float | None:
+        """The task's success rate over its recent episodes (None: none seen yet)."""
+        with self._lock:
+            recent = self._recent.get(task)
+            return sum(recent) / len(recent) if recent else None
+
+    def level(self, task: str | None) -> float:
+        """The exploration level of a new episode of ``task`` (unknown tasks: ``max_level``)."""
+        rate = self.success_rate(task) if task is not None else None
+        return self.max_level * (1.0 - (rate or 0.0))
+
+    def record(self, task: str, success: bool) -> None:
+        """Count one labelled (complete, judged) episode of ``task``."""
+        with self._lock:
+            self._recent.setdefault(task, deque(maxlen=self.window)).append(bool(success))
+
+    def state_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {task: [int(s) for s in d] for task, d in self._recent.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            self._recent = {
+                task: deque((bool(s) for s in seq), maxlen=self.window)
+                for task, seq in state.items()
+            }
