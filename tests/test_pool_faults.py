@@ -6,9 +6,11 @@ import contextlib
 import os
 import random
 import signal
+import subprocess
 import time
 from collections import Counter
 
+import psutil
 import pytest
 from pool_helpers import HelperDevice, children_now, episode_length, tagged_processes, wait_clean
 
@@ -16,7 +18,7 @@ from devicerl.actions import Action
 from devicerl.envs import EnvSpec, register
 from devicerl.errors import DeviceError
 from devicerl.pool import EnvPool, SupervisorConfig
-from devicerl.pool.supervisor import Supervisor
+from devicerl.pool.supervisor import Supervisor, kill_process_tree
 from devicerl.records import EndReason
 from devicerl.tasks import Task, TaskSampler
 
@@ -153,6 +155,39 @@ def test_orphaned_helpers_of_a_dead_worker_are_found_through_its_group() -> None
         assert not helper.is_running() or helper.status() == "zombie"
     finally:
         pool.close()
+
+
+def test_helpers_die_when_the_dead_leader_is_reaped_while_it_is_being_killed(monkeypatch) -> None:
+    """The race behind a helper that once outlived pool.close(): the worker is a zombie when
+    the kill starts, and its parent (the forkserver) reaps it before the kill reaches the group."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 1000 & exit 0"], start_new_session=True)
+    born = psutil.Process(leader.pid).create_time()
+    deadline = time.monotonic() + 10
+    helpers: list[psutil.Process] = []
+    while not helpers or psutil.Process(leader.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the leader did not start its helper and exit"
+        helpers = [p for p in psutil.process_iter(["name"]) if _in_group(p, leader.pid)]
+        time.sleep(0.01)
+
+    def reaped_meanwhile(self, recursive=False):
+        leader.wait()  # the zombie goes while the kill looks at it
+        raise psutil.NoSuchProcess(self.pid)
+
+    monkeypatch.setattr(psutil.Process, "children", reaped_meanwhile)
+    try:
+        kill_process_tree(leader.pid, born)
+        assert all(not h.is_running() or h.status() == "zombie" for h in helpers)
+    finally:
+        for h in helpers:
+            with contextlib.suppress(psutil.Error):
+                h.kill()
+
+
+def _in_group(p: psutil.Process, pgid: int) -> bool:
+    try:
+        return p.pid != pgid and os.getpgid(p.pid) == pgid
+    except OSError:
+        return False
 
 
 def test_frozen_worker_is_caught_by_missing_heartbeats() -> None:

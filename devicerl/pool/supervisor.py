@@ -111,24 +111,25 @@ def kill_process_tree(pid: int, create_time: float | None = None, timeout: float
 
     Workers lead their own process group, so helpers that outlived the worker (a browser
     whose parent was killed) are found through the group. The group is only signalled while
-    the leader is the process we started (same create time), or member by member after a
-    scan, so a recycled pid is never hit.
+    the leader is the process we started (same create time); otherwise, also when the leader
+    goes while we look (a dead worker's parent reaps it), its members are found by a scan and
+    killed one by one, so a recycled pid is never hit.
     """
     victims: list[psutil.Process] = []
-    leader_alive = False
+    group_signalled = False
     try:
         leader = psutil.Process(pid)
         if create_time is None or abs(leader.create_time() - create_time) < 0.01:
-            leader_alive = True
-            victims = [leader, *leader.children(recursive=True)]
-    except psutil.Error:
-        pass
-    if leader_alive:
-        with contextlib.suppress(OSError):
+            victims.append(leader)
+            victims.extend(leader.children(recursive=True))
             if os.getpgid(pid) == pid:
                 os.killpg(pid, signal.SIGKILL)
-    else:
-        victims = _group_members(pid, create_time)
+                group_signalled = True
+    except (psutil.Error, OSError):
+        pass
+    if not group_signalled:
+        victims.extend(_group_members(pid, create_time))
+    victims = list({p.pid: p for p in victims}.values())
     for p in victims:
         with contextlib.suppress(psutil.Error):
             p.kill()
