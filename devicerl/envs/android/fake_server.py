@@ -227,6 +227,34 @@ class FakeDevice:
         return b"Error: unknown am command\n"
 
 
+def _bound_socket(host: str, port: int) -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _bound_outside_ephemeral(host: str) -> socket.socket:
+    """A socket bound to a free port below the kernel's ephemeral range. While the server is
+    down (`drop`), a client that keeps reconnecting to a port inside that range can be given
+    the same port as its own source port and connect to itself, and the port is then taken
+    when the server starts again."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = np.random.default_rng()
+    for port in rng.permutation(np.arange(max(1025, low - 12000), low))[:200]:
+        with contextlib.suppress(OSError):
+            return _bound_socket(host, int(port))
+    return _bound_socket(host, 0)  # nothing free down there: any port
+
+
 class FakeAdbServer:
     """``with FakeAdbServer([FakeDevice(...)]) as srv: make("android", adb_port=srv.port)``."""
 
@@ -243,9 +271,11 @@ class FakeAdbServer:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> FakeAdbServer:
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
+        """Listen (on the port of an earlier start, so clients find it again after `drop`)."""
+        if self.port:
+            sock = _bound_socket(self.host, self.port)
+        else:
+            sock = _bound_outside_ephemeral(self.host)
         sock.listen(64)
         self.port = sock.getsockname()[1]
         self._listener = sock
