@@ -28,11 +28,11 @@ from devicerl.runtime.train_config import TrainConfig
 
 SYSTEMS = ("random", "filtered_bc", "digirl")
 
-#: The MiniWoB++ development setup: the small CPU agent reads the DOM (no screenshots), three
-#: Chromium devices with a page cache per task, taps and typing only.
 #: Policy versions (iterations) over which the MiniWoB++ setup's entropy bonus fades: about
 #: half of an 8,000-step run (`devicerl demo` scales it to its budget).
 ENTROPY_FADE_VERSIONS = 80
+#: The MiniWoB++ development setup: the small CPU agent reads the DOM (no screenshots), three
+#: Chromium devices with a page cache per task, taps and typing only.
 MINIWOB_DEV = [
     "env.name=browser",
     "env.kwargs={screenshot: false, task_pages: 8}",

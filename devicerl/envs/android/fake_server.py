@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import random
 import re
 import shutil
 import socket
@@ -248,10 +249,10 @@ def _bound_outside_ephemeral(host: str) -> socket.socket:
             low = int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         low = 32768
-    rng = np.random.default_rng()
-    for port in rng.permutation(np.arange(max(1025, low - 12000), low))[:200]:
+    ports = range(max(1025, low - 12000), low)
+    for port in random.sample(ports, min(200, len(ports))):
         with contextlib.suppress(OSError):
-            return _bound_socket(host, int(port))
+            return _bound_socket(host, port)
     return _bound_socket(host, 0)  # nothing free down there: any port
 
 
