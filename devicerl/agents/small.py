@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
+from devicerl.agents.capabilities import ActionKind, small_agent_kinds
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
 from devicerl.agents.small_net import (
     GESTURES,
@@ -162,6 +163,11 @@ class SmallAgent(TorchPolicy):
     def uses_history(self) -> bool:  # type: ignore[override]
         """True with ``features.history``: the agent reads the episode's earlier actions."""
         return self.config.features.history
+
+    @property
+    def action_kinds(self) -> frozenset[ActionKind]:
+        """The kinds of action this agent can produce (the reach report's "agent has it")."""
+        return small_agent_kinds(self.config)
 
     # -- forward -------------------------------------------------------------------------------
     def featurize(self, observations: Sequence[Observation]) -> FeatureBatch:

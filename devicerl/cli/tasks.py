@@ -15,6 +15,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "without it, list suites and splits",
     )
     p.add_argument("--count", action="store_true", help="print only the number of tasks")
+    p.add_argument(
+        "--reach",
+        action="store_true",
+        help="per task: the action kinds a solution needs and whether the agent has them "
+        "(MiniWoB++ tasks only, e.g. `devicerl tasks --reach miniwob`)",
+    )
+    p.add_argument(
+        "--agent",
+        default="small",
+        help="with --reach: 'small' (the default small agent) or a saved small agent's folder",
+    )
     p.set_defaults(func=run)
 
 
@@ -31,10 +42,32 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {name}: {', '.join(patterns)}")
         return 0
     found = tasks.resolve(args.spec)
+    if args.reach:
+        return _reach(found, args.agent)
     if args.count:
         print(len(found))
         return 0
     for t in found:
         extra = f"  {t.instruction!r}" if t.instruction else ""
         print(f"{t.name}  max_steps={t.max_steps}{extra}")
+    return 0
+
+
+def _reach(found: list, agent: str) -> int:
+    from pathlib import Path
+
+    from devicerl.agents.small import SmallAgent
+    from devicerl.tasks.miniwob_reach import format_reach, reach_rows
+
+    names = [t.name for t in found if t.name.startswith("miniwob/")]
+    if not names:
+        print("devicerl tasks: error: --reach covers MiniWoB++ tasks only (e.g. miniwob)")
+        return 2
+    if agent != "small" and not (Path(agent) / "small_agent.json").is_file():
+        print(f"devicerl tasks: error: --agent {agent!r} is neither 'small' nor a saved "
+              "small agent folder (no small_agent.json)")  # fmt: skip
+        return 2
+    policy = SmallAgent() if agent == "small" else SmallAgent.from_pretrained(agent)
+    print(f"agent: {agent}; has {' '.join(sorted(k.value for k in policy.action_kinds))}")
+    print(format_reach(reach_rows(names, policy.action_kinds)))
     return 0

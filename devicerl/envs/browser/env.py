@@ -37,6 +37,7 @@ from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.dom import DOM_SCRIPT, observe_expression, parse_elements
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
+from devicerl.envs.browser.pickers import PICKER_SCRIPT, picker_reset_js
 from devicerl.envs.browser.websuite import (
     VIEWPORTS,
     PageSetup,
@@ -67,7 +68,9 @@ class BrowserEnv(DeviceEnv):
     after each action, for animated pages); ``max_elements``; ``max_steps`` (overrides the
     tasks' budgets); ``swipe`` (``"auto"``, ``"drag"`` or ``"scroll"``); ``executable`` /
     ``browser_args`` / ``fast_frames`` / ``temp_dir`` (how Chromium starts); ``suite_options``
-    (per suite name, passed to its `WebSuite`, e.g. ``{"miniwob": {"time_limit_s": 10}}``).
+    (per suite name, passed to its `WebSuite`, e.g. ``{"miniwob": {"time_limit_s": 10}}``);
+    ``pickers`` (default True: a tapped ``<select>`` opens a phone-style list of tappable
+    options, `devicerl.envs.browser.pickers`; False: the desktop pop-up, unreachable by taps).
     """
 
     name = "browser"
@@ -93,6 +96,7 @@ class BrowserEnv(DeviceEnv):
         fast_frames: bool = True,
         temp_dir: str | None = None,
         suite_options: dict[str, dict[str, Any]] | None = None,
+        pickers: bool = True,
     ) -> None:
         super().__init__(task)
         if image_format not in ("jpeg", "png"):
@@ -117,6 +121,7 @@ class BrowserEnv(DeviceEnv):
         self.max_steps = max_steps
         self.swipe = swipe
         self.suite_options = dict(suite_options or {})
+        self.pickers = bool(pickers)
         self._context: Any = None
         self._page: Any = None
         self._cdp: Any = None
@@ -247,7 +252,7 @@ class BrowserEnv(DeviceEnv):
         self._observe_js = observe_expression(json.dumps(opts), suite.status_script(task))
         expr = (
             f"(async () => {{ const r = await ({suite.reset_script(task, seed)}); "
-            f"window.__drl.resetIds(); return r; }})()"
+            f"window.__drl.resetIds(); {picker_reset_js(self._screen)} return r; }})()"
         )
         reset_value = await self._evaluate(expr, await_promise=True)
         self._instruction, self._extras = suite.on_reset(task, reset_value)
@@ -358,6 +363,8 @@ class BrowserEnv(DeviceEnv):
                 service_workers="block",
             )
             await self._context.add_init_script(DOM_SCRIPT)
+            if self.pickers:
+                await self._context.add_init_script(PICKER_SCRIPT)
             self._page = await self._context.new_page()
             self._loaded = asyncio.Event()
             self._page.on("request", self._on_request)
