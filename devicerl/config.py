@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
-import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -24,9 +23,9 @@ from typing import Any, TypeVar, get_args, get_origin
 import yaml
 
 from devicerl.errors import ConfigError
+from devicerl.secrets import is_secret_name, register
 
 T = TypeVar("T")
-_SECRET_RE = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 REDACTED = "***redacted***"
 
 
@@ -137,6 +136,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
     validate = getattr(obj, "validate", None)
     if callable(validate):
         validate()
+    register(*(v for k, v in kwargs.items() if k.endswith("_env") and isinstance(v, str)))
     return obj
 
 
@@ -173,7 +173,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
             if not isinstance(nxt, dict):
                 raise ConfigError(f"override {item!r}: {k!r} is not a section")
             node = nxt
-        node[keys[-1]] = _parse_scalar(raw)
+        node[keys[-1]] = _parse_scalar(raw) if raw.strip() else ""  # `key=`: empty string
     return data
 
 
@@ -215,7 +215,7 @@ def _secret_fields(cls: type) -> set[str]:
     return {
         f.name
         for f in dataclasses.fields(cls)
-        if f.metadata.get("secret") or _SECRET_RE.search(f.name)
+        if f.metadata.get("secret") or is_secret_name(f.name)
     }
 
 
@@ -232,7 +232,7 @@ def redact(obj: Any) -> Any:
         return {
             k: (
                 REDACTED
-                if (_SECRET_RE.search(str(k)) and v and not isinstance(v, Mapping))
+                if (is_secret_name(str(k)) and v and not isinstance(v, Mapping))
                 else redact(v)
             )
             for k, v in obj.items()

@@ -33,3 +33,8 @@ class DataError(DeviceRLError, ValueError):
 
 class TaskError(DeviceRLError, ValueError):
     """A task name or task list cannot be resolved."""
+
+
+class AuthError(DeviceRLError, PermissionError):
+    """An endpoint refused our credentials (HTTP 401/403): fatal, never retried; the message
+    names the endpoint and the environment variable that holds the key (never the key)."""

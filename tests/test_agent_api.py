@@ -10,6 +10,7 @@ from devicerl.agents import require_trainable
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.prompt import ACTION_DOCS, action_space_doc, system_prompt
 from devicerl.clients import ChatConfig
+from devicerl.clients.chat import ChatAuthError
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import make
 from devicerl.errors import ConfigError
@@ -69,15 +70,18 @@ def test_failures_and_garbage_become_invalid_actions_never_exceptions() -> None:
         srv.push(Reply(status=500), Reply(status=503))  # retries spent -> ChatError
         srv.push(Reply(garbage=True), Reply(garbage=True))
         srv.push(Reply(status=429), Reply(delay_s=1.0), Reply(delay_s=1.0))
-        srv.push(Reply(status=401))
+        srv.push(Reply(status=404))
         obs = _obs(1)[0]
         out = [agent.act([obs])[0] for _ in range(5)]
+        srv.push(Reply(status=401))  # a refused key is no invalid action: it stops the run
+        with pytest.raises(ChatAuthError, match=r"HTTP 401 .*\$OPENAI_API_KEY"):
+            agent.act([obs])
     reasons = [s.action.reason for s in out]
     assert all(s.action.is_invalid for s in out)
     assert "gave up after 2 attempts" in reasons[0] and "HTTP 503" in reasons[0]
     assert "unreadable reply body" in reasons[1]
     assert "timed out" in reasons[2]
-    assert "HTTP 401" in reasons[3]
+    assert "HTTP 404" in reasons[3]
     assert reasons[4] == "no action_type found" and out[4].text.startswith("I think")
     env = make("synthetic/tap", n_boxes=3)
     env.reset(seed=0)

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from devicerl.clients import ChatClient, ChatConfig, ChatError, image_part, text_part
+from devicerl.clients.chat import ChatAuthError
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
@@ -54,7 +55,7 @@ def test_retries_are_bounded_and_4xx_fails_fast() -> None:
         assert e.value.status == 500 and len(srv.requests) == 3
     with ScriptedChatServer(lambda body: Reply(status=401)) as srv:
         client = _client(srv, max_retries=5)
-        with pytest.raises(ChatError, match="HTTP 401"):
+        with pytest.raises(ChatAuthError, match=r"HTTP 401 .*\$OPENAI_API_KEY"):
             client.complete([{"role": "user", "content": "x"}])
         assert len(srv.requests) == 1
 

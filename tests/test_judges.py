@@ -9,6 +9,7 @@ import yaml
 from judge_helpers import by_instruction, chat_config, collect, query, verdict_text
 from PIL import Image
 
+from devicerl.clients.chat import ChatAuthError
 from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.errors import ConfigError, DataError
@@ -116,9 +117,13 @@ def test_vlm_survives_429_500_timeouts_garbage_with_bounded_retries(tmp_path) ->
         assert len(srv.requests) == 10
         v = judge.judge(trajs[2])  # the run continues: the next call works
         assert v.success == trajs[2].success and len(srv.requests) == 11
-        srv.push(Reply(status=401))  # refused: fails fast
+        srv.push(Reply(status=400))  # refused: fails fast
         v = judge.judge(trajs[1])
-        assert v.is_unknown and "HTTP 401" in v.reason and len(srv.requests) == 12
+        assert v.is_unknown and "HTTP 400" in v.reason and len(srv.requests) == 12
+        srv.push(Reply(status=401))  # a refused key is no "unknown": it stops the run
+        with pytest.raises(ChatAuthError, match="HTTP 401"):
+            judge.judge(trajs[1])
+        assert len(srv.requests) == 13
         judge.close()
 
 

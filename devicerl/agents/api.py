@@ -24,7 +24,14 @@ from typing import Any
 from devicerl.actions import Action, parse_autoui
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.prompt import system_prompt, user_prompt
-from devicerl.clients.chat import ChatClient, ChatConfig, ChatError, image_part, text_part
+from devicerl.clients.chat import (
+    ChatAuthError,
+    ChatClient,
+    ChatConfig,
+    ChatError,
+    image_part,
+    text_part,
+)
 from devicerl.errors import ConfigError
 from devicerl.records import Observation
 
@@ -81,6 +88,8 @@ class APIAgent(Policy):
         params = {"temperature": 0.0} if greedy else {}
         try:
             reply = self.client.complete(self.messages(obs), **params)
+        except ChatAuthError:
+            raise  # every later request would fail too: stop the run
         except ChatError as e:
             reason = f"API request failed: {e}"
             return ActionSample(Action.invalid("", reason), None, None, {"error": str(e)})

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from devicerl import __version__
 from devicerl.cli.common import parse_args
 from devicerl.errors import DeviceRLError
+from devicerl.secrets import install_log_filter, scrub
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
@@ -55,13 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    install_log_filter()  # every log line passes the secret scrubber
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except DeviceRLError as e:
-        print(f"devicerl {args.command}: error: {e}", file=sys.stderr)
+        message = " ".join(str(e).split())  # one line, whatever the message held
+        print(f"devicerl {args.command}: error: {scrub(message)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"devicerl {args.command}: interrupted", file=sys.stderr)

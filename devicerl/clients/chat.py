@@ -3,9 +3,10 @@
 Shared by the API agent and the VLM judge. It is thread-safe and bounded:
 - a concurrency cap (semaphore) and an optional token-bucket rate limit (requests per minute);
 - retries with exponential backoff (honouring ``Retry-After``) on 429, 5xx, timeouts,
-  connection errors and unreadable bodies; other 4xx fail at once;
+  connection errors and unreadable bodies; other 4xx fail at once; 401/403 raise
+  `ChatAuthError`, which stops the run (one line naming the endpoint and the variable);
 - the API key is read from the environment variable named by ``api_key_env`` and is never
-  stored in configs, logs or errors.
+  stored in configs, logs or errors (`devicerl.secrets` scrubs it from every message).
 
 `ChatClient.complete` returns a `ChatReply` or raises `ChatError` once retries are spent; callers
 turn that into an invalid action or an "unknown" verdict, so a dead API never crashes a run.
@@ -28,7 +29,8 @@ from typing import Any
 import httpx
 import numpy as np
 
-from devicerl.errors import ConfigError, DeviceRLError
+from devicerl.errors import AuthError, ConfigError, DeviceRLError
+from devicerl.secrets import register, scrub
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +41,14 @@ class ChatError(DeviceRLError):
     """The endpoint could not answer (after bounded retries) or refused the request."""
 
     def __init__(self, message: str, status: int | None = None, attempts: int = 0) -> None:
-        super().__init__(message)
+        super().__init__(scrub(message))  # a server may echo the key it was sent
         self.status = status
         self.attempts = attempts
+
+
+class ChatAuthError(ChatError, AuthError):
+    """The endpoint refused our credentials (HTTP 401/403). Never retried, never turned into an
+    unknown verdict or an invalid action: no later request can succeed, so the run stops."""
 
 
 @dataclass
@@ -157,6 +164,7 @@ class ChatClient:
 
     def __init__(self, config: ChatConfig, transport: httpx.BaseTransport | None = None) -> None:
         config.validate()
+        register(config.api_key_env)
         self.config = config
         self._sem = threading.BoundedSemaphore(config.max_concurrency)
         self._bucket = TokenBucket(config.requests_per_minute / 60.0, config.burst)
@@ -219,6 +227,10 @@ class ChatClient:
                 elif status == 429 or (status is not None and status >= 500):
                     last = f"HTTP {status}: {resp.text[:200]}"
                     retry_after = resp.headers.get("retry-after")
+                elif status in (401, 403):
+                    with self._lock:
+                        self.stats.failures += 1
+                    raise ChatAuthError(self._auth_message(url, status), status, attempt + 1)
                 else:
                     with self._lock:
                         self.stats.failures += 1
@@ -240,6 +252,12 @@ class ChatClient:
             status,
             self.config.max_retries + 1,
         )
+
+    def _auth_message(self, url: str, status: int) -> str:
+        var = self.config.api_key_env
+        state = "is set" if os.environ.get(var) else "is not set"
+        what = "unauthorized" if status == 401 else "forbidden"
+        return f"{url} answered HTTP {status} ({what}): check the API key in ${var} ({state})"
 
     @staticmethod
     def _reply(data: dict[str, Any], attempts: int, latency: float) -> ChatReply:

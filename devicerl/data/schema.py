@@ -14,7 +14,7 @@ Bump `STORE_VERSION` when a column changes meaning; readers refuse shards from a
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from devicerl.actions import Action
 from devicerl.data.codec import decode_image, dumps_json, encode_image, loads_json
 from devicerl.errors import DataError
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+from devicerl.secrets import scrubber
 
 #: Version of the shard layout (file metadata key ``devicerl.store_version``).
 STORE_VERSION = 1
@@ -193,14 +194,28 @@ def _step_values(s: Step) -> dict[str, Any]:
     }
 
 
+def _scrubbed(row: dict[str, Any], scrub: Callable[[str], str]) -> dict[str, Any]:
+    """``row`` with every text value passed through the secret scrubber (`devicerl.secrets`)."""
+    for k, v in row.items():
+        if isinstance(v, str):
+            row[k] = scrub(v)
+    for e in row.get("elements") or ():
+        for k in ("text", "value", "attrs"):
+            if isinstance(e.get(k), str):
+                e[k] = scrub(e[k])
+    return row
+
+
 def trajectory_rows(t: Trajectory, codec: str) -> Iterator[dict[str, Any]]:
-    """The rows of one trajectory: its steps, then its final row."""
-    episode = _episode_values(t)
+    """The rows of one trajectory: its steps, then its final row (secrets scrubbed)."""
+    scrub = scrubber()
+    episode = _scrubbed(_episode_values(t), scrub)
     dedup = _ScreenshotDedup()
     for i, s in enumerate(t.steps):
-        obs = _observation_values(s.observation, i, codec, dedup)
-        yield {**episode, "is_final": False, "step_index": i, **obs, **_step_values(s)}
-    obs = _observation_values(t.final_observation, t.length, codec, dedup)
+        obs = _scrubbed(_observation_values(s.observation, i, codec, dedup), scrub)
+        step = _scrubbed(_step_values(s), scrub)
+        yield {**episode, "is_final": False, "step_index": i, **obs, **step}
+    obs = _scrubbed(_observation_values(t.final_observation, t.length, codec, dedup), scrub)
     yield {**episode, "is_final": True, "step_index": t.length, **obs}
 
 

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from devicerl.errors import AuthError
 from devicerl.judges.apply import apply_verdict, judge_trajectory
 from devicerl.judges.base import Judge, Verdict
 from devicerl.judges.native import NativeJudge
@@ -77,6 +78,7 @@ class JudgeRunner:
         self._done: queue.SimpleQueue[Judged] = queue.SimpleQueue()
         self._pending = 0
         self._cv = threading.Condition()
+        self._fatal: AuthError | None = None
 
     @property
     def pending(self) -> int:
@@ -93,6 +95,8 @@ class JudgeRunner:
 
     def poll(self) -> list[Judged]:
         """Everything judged since the last call (possibly nothing); never waits."""
+        if self._fatal is not None:
+            raise self._fatal
         out: list[Judged] = []
         while True:
             try:
@@ -103,13 +107,24 @@ class JudgeRunner:
     def drain(self, timeout: float | None = None) -> list[Judged]:
         """Wait until everything submitted is judged (or ``timeout`` passes), then `poll`."""
         with self._cv:
-            self._cv.wait_for(lambda: self._pending == 0, timeout)
+            self._cv.wait_for(lambda: self._pending == 0 or self._fatal is not None, timeout)
         return self.poll()
 
     def _run(self, trajectory: Trajectory) -> None:
         t0 = time.perf_counter()
+        if self._fatal is not None:  # the endpoint refused the key: ask it nothing more
+            with self._cv:
+                self._pending -= 1
+                self._cv.notify_all()
+            return
         try:
             judged = self._judge(trajectory)
+        except AuthError as e:  # every later call would fail too: the run must stop
+            with self._cv:
+                self._fatal = self._fatal or e
+                self._pending -= 1
+                self._cv.notify_all()
+            return
         except Exception as e:  # a judge bug must not kill the stage or lose the trajectory
             log.exception("judge %s raised on %s", self.judge.name, trajectory)
             reason = f"judge raised {type(e).__name__}: {e}"

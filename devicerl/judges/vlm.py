@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from devicerl.clients.chat import ChatClient, ChatConfig, ChatError
+from devicerl.clients.chat import ChatAuthError, ChatClient, ChatConfig, ChatError
 from devicerl.errors import DataError
 from devicerl.judges.base import Judge, Label, Verdict, observation_after, screens_until
 from devicerl.judges.cache import VerdictCache
@@ -125,6 +125,8 @@ class VLMJudge(Judge):
         self._count(requests=1)
         try:
             reply = self.client.complete(render(messages, cfg.image_format))
+        except ChatAuthError:
+            raise  # no verdict can come from this endpoint: stop, do not label "unknown"
         except ChatError as e:
             return Verdict.unknown(f"judge API failed: {e}")
         label, rationale, reason = parse_verdict(reply.text)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from devicerl.agents.base import Policy
+from devicerl.errors import DeviceRLError
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.collector import Collector
@@ -111,6 +112,9 @@ class BackgroundCollector:
                     if not self.overlap and produced % self.batch == 0:
                         self._wait_for_weights(seen_version)
                         seen_version = self.mailbox.version
+        except DeviceRLError as e:  # a named failure (e.g. a refused key): one line, no trace
+            log.info("collector thread stopped: %s", e)  # the learner raises it from `get`
+            self.error = e
         except BaseException as e:  # surfaced to the learner by `get`
             log.exception("collector thread failed")
             self.error = e

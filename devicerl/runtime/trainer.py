@@ -41,6 +41,7 @@ from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
+from devicerl.secrets import scrub
 from devicerl.tasks import TaskSampler, resolve
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ class Trainer:
         if self.learner is not None:
             self.actor.save(self.run_dir.path / "agent")
         summary = self.summary(time.perf_counter() - t0)
-        (self.run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2))
+        (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
 
     def summary(self, elapsed_s: float) -> dict[str, Any]:
@@ -357,7 +358,7 @@ class Trainer:
                 judge=self._judge_runner(),
                 on_episode=lambda t: bar.update(1, steps=t.length, successes=int(t.success)),
             )
-        (self.run_dir.path / "eval.json").write_text(json.dumps(result.as_dict(), indent=2))
+        (self.run_dir.path / "eval.json").write_text(scrub(json.dumps(result.as_dict(), indent=2)))
         print(result.table())
         return result
 

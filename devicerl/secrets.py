@@ -1,0 +1,139 @@
+"""One scrubber for every string that leaves a run: store rows, logs, reports, error messages.
+
+Secrets come only from environment variables. `scrub(text)` removes from ``text``:
+
+- the values of the variables in use: every variable a config names through a ``*_env`` field
+  (`register`, called when a config is loaded and when a client is built) and every variable
+  whose own name looks secret (``*API_KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``);
+- what follows an ``Authorization`` or ``api-key`` header and a ``Bearer`` token, even when the
+  value is unknown to us (a server that echoes a header it was sent).
+
+Variable *names* (``api_key_env: GEMINI_API_KEY``) are configuration and are kept as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+
+#: What a removed secret is replaced with.
+MASK = "***"
+
+#: Variable (or config key) names whose values are secrets.
+SECRET_NAME = re.compile(r"(api_?key|token|secret|passw(or)?d|credential)", re.IGNORECASE)
+#: Values shorter than this are not scrubbed (``1``, ``true``: too common to be a secret).
+MIN_SECRET_LEN = 6
+
+_HEADERS = re.compile(
+    r"""(?ix)
+    (?P<head>
+        \b(?:proxy-)?authorization["']?\s*[:=]\s*["']?(?:(?:bearer|basic|token)\s+)?
+      | \b(?:x-)?api[-_]?key["']?\s*[:=]\s*["']?
+      | \bbearer\s+
+    )
+    (?!(?:bearer|basic|token)\b|\*\*\*)
+    (?P<value>[^\s"',;}&<>\\]{4,})
+    """
+)
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register(*names: str) -> None:
+    """Mark environment variables (by name) as holding secrets, e.g. a client's ``api_key_env``."""
+    with _lock:
+        _registered.update(n for n in names if n)
+
+
+def registered() -> frozenset[str]:
+    with _lock:
+        return frozenset(_registered)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a name whose *value* is secret (``api_key``, ``HF_TOKEN``); a name ending in
+    ``_env`` names a variable and is not itself secret."""
+    return bool(SECRET_NAME.search(name)) and not name.lower().endswith("_env")
+
+
+def secret_values() -> list[str]:
+    """The values to remove: registered variables and variables with secret-looking names."""
+    names = registered()
+    values = {
+        v
+        for k, v in os.environ.items()
+        if (k in names or is_secret_name(k)) and len(v.strip()) >= MIN_SECRET_LEN
+    }
+    return sorted(values, key=len, reverse=True)  # longest first: no partial leftovers
+
+
+@functools.lru_cache(maxsize=8)
+def _values_pattern(values: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not values:
+        return None
+    return re.compile("|".join(re.escape(v) for v in values))
+
+
+def _mask_header(m: re.Match[str]) -> str:
+    return m.group("head") + MASK
+
+
+def scrubber() -> Callable[[str], str]:
+    """A scrub function for the secrets in use now (build once, apply to many strings)."""
+    pattern = _values_pattern(tuple(secret_values()))
+
+    def scrub_text(text: str) -> str:
+        if not text:
+            return text
+        if pattern is not None:
+            text = pattern.sub(MASK, text)
+        return _HEADERS.sub(_mask_header, text)
+
+    return scrub_text
+
+
+def scrub(text: str) -> str:
+    """``text`` with secret values and credential headers replaced by `MASK`."""
+    return scrubber()(text)
+
+
+def scrub_obj(obj: Any, fn: Callable[[str], str] | None = None) -> Any:
+    """A copy of ``obj`` (nested dicts, lists, tuples) with every string scrubbed."""
+    fn = fn or scrubber()
+    if isinstance(obj, str):
+        return fn(obj)
+    if isinstance(obj, dict):
+        return {k: scrub_obj(v, fn) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(scrub_obj(v, fn) for v in obj)
+    return obj
+
+
+class ScrubFilter(logging.Filter):
+    """A logging filter that scrubs each record's message (and its traceback text)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: leave it to the handler to report
+            return True
+        record.msg, record.args = scrub(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        return True
+
+
+def install_log_filter(logger: logging.Logger | None = None) -> None:
+    """Scrub everything ``logger`` (default: the root logger) hands to its handlers."""
+    logger = logger or logging.getLogger()
+    for handler in logger.handlers:
+        if not any(isinstance(f, ScrubFilter) for f in handler.filters):
+            handler.addFilter(ScrubFilter())
