@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action, ActionType
+from devicerl.secrets import scrub
 
 if TYPE_CHECKING:  # the heavy modules load in build_report, so `devicerl --help` stays fast
     import numpy as np
@@ -234,7 +235,7 @@ def build_report(
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / ".index.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
+    tmp.write_text(scrub(page), encoding="utf-8")  # stores written before the scrubber too
     tmp.replace(out_dir / "index.html")
     return Report(out_dir / "index.html", len(sections), len(ids), curves, dict(store.bad_shards))
 
