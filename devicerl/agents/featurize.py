@@ -114,6 +114,8 @@ class FeatureBatch:
         moved: dict[str, Any] = {}
         for name in self.__dataclass_fields__:
             v = getattr(self, name)
+            if isinstance(v, torch.Tensor) and v.is_floating_point():  # the model's dtype
+                v = v.to(device, torch.get_default_dtype())
             moved[name] = v.to(device) if isinstance(v, torch.Tensor) else v
         return FeatureBatch(**moved)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -63,6 +63,23 @@ class ActorConfig:
         return self.entropy_coef * max(0.0, 1.0 - version / self.entropy_versions)
 
 
+T = TypeVar("T")
+
+
+class GradSync:
+    """How a learner's minibatches are split and its gradients combined. In one process, as
+    they are; the runtime swaps in a data-parallel version (`devicerl.runtime.distributed`),
+    so the algorithms never see processes: each draws the whole minibatch, learns on
+    ``shard(minibatch)`` and calls ``sync(params)`` between backward and clipping."""
+
+    def shard(self, batch: list[T]) -> list[T]:
+        """This process's part of a minibatch (every process drew the same one)."""
+        return batch
+
+    def sync(self, params: Iterable[nn.Parameter]) -> None:
+        """Make ``params``' gradients those of the whole minibatch."""
+
+
 @dataclass
 class Sample:
     """One (observation, action) pair the actor learns to reproduce, with its weight."""
@@ -109,6 +126,7 @@ class Learner(ABC):
         )
         self.rng = random.Random(seed)
         self.updates_done = 0
+        self.grad_sync = GradSync()
 
     @abstractmethod
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
@@ -147,15 +165,17 @@ class Learner(ABC):
                 self.actor_opt.zero_grad(set_to_none=True)
                 for _ in range(cfg.grad_accum):
                     batch = [self.rng.choice(samples) for _ in range(cfg.batch_size)]
-                    loss = self._nll(batch) / cfg.grad_accum
+                    loss = self._nll(self.grad_sync.shard(batch)) / cfg.grad_accum
                     losses.append(loss.item() * cfg.grad_accum)
                     if use_entropy:
                         seen = [self.rng.choice(states) for _ in range(cfg.batch_size)]
+                        seen = self.grad_sync.shard(seen)
                         entropy = self.actor.entropy(self._observations(seen)).mean()
                         entropies.append(entropy.item())
                         loss = loss - beta * entropy / cfg.grad_accum
                     loss.backward()
                 params = list(self.actor.parameters())
+                self.grad_sync.sync(params)
                 if cfg.grad_clip > 0:
                     norms.append(float(nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
                 self.actor_opt.step()

@@ -113,6 +113,7 @@ class DigiRL(Learner):
     def _fit(self, critic: nn.Module, opt: torch.optim.Optimizer, loss: torch.Tensor) -> float:
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        self.grad_sync.sync(critic.parameters())
         if self.config.critic.grad_clip > 0:
             nn.utils.clip_grad_norm_(critic.parameters(), self.config.critic.grad_clip)
         opt.step()
@@ -131,7 +132,7 @@ class DigiRL(Learner):
         self.instr_critic.train()
         self.step_critic.train()
         for _ in range(cc.instruction_updates):
-            batch = [self.rng.choice(data) for _ in range(cc.batch_size)]
+            batch = self.grad_sync.shard([self.rng.choice(data) for _ in range(cc.batch_size)])
             logits = self.instr_critic([t.steps[0].observation for t in batch]).squeeze(-1)
             target = torch.tensor([float(t.success) for t in batch], device=logits.device)
             instr_losses.append(
@@ -139,7 +140,7 @@ class DigiRL(Learner):
             )
         steps = [(t, i) for t in data for i in range(t.length)]
         for _ in range(cc.step_updates):
-            batch = [self.rng.choice(steps) for _ in range(cc.batch_size)]
+            batch = self.grad_sync.shard([self.rng.choice(steps) for _ in range(cc.batch_size)])
             logits = self.step_critic([t.steps[i].observation for t, i in batch])
             target = torch.tensor([self.step_target(t, i) for t, i in batch], device=logits.device)
             step_losses.append(

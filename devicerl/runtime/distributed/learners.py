@@ -1,0 +1,106 @@
+"""The trainer's handle on its learner: one process (the default), the ranks of an
+``accelerate launch``, or a Ray learner group (`ray_group`).
+
+The trainer always keeps a full learner in its own process (it checkpoints it and publishes its
+actor's weights); `refresh` brings it up to date where the updates run elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from devicerl.agents.base import Policy
+from devicerl.algos.base import Learner
+from devicerl.records import Trajectory
+from devicerl.runtime.distributed.grad_sync import DataParallelSync
+from devicerl.runtime.distributed.group import GroupInfo, broadcast, mean_metrics
+from devicerl.runtime.distributed.replica import DeltaEncoder, LearnerReplica, LearnerState
+
+
+class LearnerGroup:
+    """The learner in the trainer's process (single-process path: exactly the learner)."""
+
+    def __init__(self, learner: Learner, actor: Policy) -> None:
+        self.learner = learner
+        self.actor = actor
+
+    @property
+    def num_processes(self) -> int:
+        return 1
+
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        return self.learner.update(trajectories)
+
+    def refresh(self) -> None:
+        """Make the local learner hold the group's current state (before a checkpoint)."""
+
+    def close(self) -> None:
+        """Stop whatever processes the group started."""
+
+
+class LaunchedLearners(LearnerGroup):
+    """Rank 0 of an ``accelerate launch``: runs the trainer and learns on its shard; each
+    update first broadcasts the new data (and, the first time, the full state) to the other
+    ranks, which run `follow`."""
+
+    def __init__(self, cfg: Any, learner: Learner, actor: Policy, group: GroupInfo) -> None:
+        super().__init__(learner, actor)
+        self.group = group
+        learner.grad_sync = DataParallelSync()
+        self.encoder = DeltaEncoder()
+        self.state_sent = False
+        broadcast({"op": "start", "cfg": cfg})
+
+    @property
+    def num_processes(self) -> int:
+        return self.group.world_size
+
+    def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
+        if not self.state_sent:  # after a resume too: the followers start from our state
+            broadcast({"op": "state", "state": LearnerState.of(self.actor, self.learner)})
+            self.state_sent = True
+        delta = self.encoder.encode(trajectories, int(self.actor.version))
+        broadcast({"op": "update", "delta": delta})
+        return mean_metrics(self.learner.update(trajectories))
+
+    def close(self) -> None:
+        release(self.group)
+
+
+def release(group: GroupInfo) -> None:
+    """Rank 0: tell the follower ranks to exit (once)."""
+    if group.rank == 0 and not group.released:
+        broadcast({"op": "stop"})
+        group.released = True
+
+
+def follow(group: GroupInfo) -> int:
+    """A rank other than 0: learn whatever rank 0 sends until it says stop."""
+    msg = broadcast()
+    if msg["op"] == "stop":
+        return 0
+    replica = LearnerReplica(msg["cfg"], DataParallelSync(), group.device)
+    while True:
+        msg = broadcast()
+        if msg["op"] == "state":
+            replica.load_state(msg["state"])
+        elif msg["op"] == "update":
+            mean_metrics(replica.update(msg["delta"]))
+        elif msg["op"] == "stop":
+            return 0
+        else:
+            raise RuntimeError(f"learner rank {group.rank}: unknown message {msg['op']!r}")
+
+
+def make_learner_group(
+    cfg: Any, learner: Learner, actor: Policy, group: GroupInfo | None = None
+) -> LearnerGroup:
+    """The handle the trainer's config and launch ask for."""
+    if group is not None and group.world_size > 1:
+        return LaunchedLearners(cfg, learner, actor, group)
+    if cfg.learner.num_workers > 1:
+        from devicerl.runtime.distributed.ray_group import RayLearnerGroup
+
+        return RayLearnerGroup(cfg, learner, actor)
+    return LearnerGroup(learner, actor)
