@@ -1,6 +1,6 @@
 """Android observation costs on the host side, over a real adb smart-socket link on loopback.
 
-A fake adb server (`devicerl.envs.android.fake_server`) serves UI-like frames (text rows and
+A fake adb server (`devicerl.testing.fake_adb`) serves UI-like frames (text rows and
 photo thumbnails, so PNG sizes resemble real screens) to adbutils, side by side:
 
 Part 1 (screenshots): per observation, request + transfer + decode to H x W x 3 uint8, for
@@ -35,9 +35,9 @@ from pool_throughput import write_report
 from store_codec import _photo, ui_frame
 
 from devicerl.envs.android.adb import AdbLink
-from devicerl.envs.android.fake_server import FakeAdbServer, FakeDevice, FakeScreen
 from devicerl.envs.android.screen import decode
 from devicerl.envs.android.uiautomator import parse_hierarchy
+from devicerl.testing.fake_adb import FakeAdbServer, FakeDevice, FakeScreen
 
 SIZES = {"1080x2400": (1080, 2400), "540x1200": (540, 1200)}
 

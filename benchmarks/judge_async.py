@@ -23,11 +23,11 @@ from pathlib import Path
 
 from devicerl.agents import RandomPolicy
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import make
 from devicerl.judges import JudgeRunner, NativeJudge, VLMJudgeConfig
 from devicerl.judges.vlm import VLMJudge
 from devicerl.runtime.rollout import rollout
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def run(system: str, n: int, judge, workers: int, step_latency: float) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Fidelity of our MiniWoB++ device against the official ``miniwob`` gymnasium env.
 
-For every task with a scripted oracle plan (`devicerl.agents.miniwob_oracle.PLANS`), the same
+For every task with a scripted oracle plan (`PLANS` in `benchmarks/miniwob_oracle.py`), the same
 plan runs on our device and on the official env (Selenium + ChromeDriver) over the same seeds;
 equal seeds give equal task instances on both (both seed ``Math.random`` the same way), so the
 comparison is per seed. Prints one row per task: success rate on each env, how many seeds agree,
@@ -21,10 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from devicerl.agents.miniwob_oracle import PLANS
+from miniwob_official import EpisodeResult, run_official, run_ours
+from miniwob_oracle import PLANS
+
 from devicerl.envs import make
 from devicerl.tasks.miniwob import step_budget
-from devicerl.tasks.miniwob_official import EpisodeResult, run_official, run_ours
 
 
 def _row(task: str, ours: list[EpisodeResult], official: list[EpisodeResult]) -> dict:

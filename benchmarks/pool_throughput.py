@@ -40,11 +40,11 @@ import numpy as np
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.envs import EnvSpec
-from devicerl.envs.gym_adapter import GymDeviceEnv
 from devicerl.envs.synthetic import Latency, SyntheticEnv
 from devicerl.pool import EnvPool, Ready, SupervisorConfig
 from devicerl.records import Observation
 from devicerl.tasks import Task, TaskSampler
+from devicerl.tasks.gym_adapter import GymDeviceEnv
 
 TASKS = [Task("synthetic/steps", max_steps=10, env="synthetic")]
 MEAN_LEN = 5.5  # episode length is uniform in 1..10

@@ -1,4 +1,6 @@
-"""Observations, step results, steps and trajectories: the data every part of devicerl shares.
+"""Tasks, observations, step results, steps and trajectories: the data every part of devicerl
+shares. Task types live here, below the devices, so devices run tasks without importing the task
+suites (`devicerl.tasks`), which sit above them.
 
 Pixel coordinates (element boxes, screen size) are in the screenshot's pixel space; actions use
 normalised [0, 1] coordinates over the same screen.
@@ -15,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from devicerl.actions import Action
+from devicerl.errors import TaskError
 
 #: Version of the Step/Trajectory schema; bump it when a field changes meaning.
 SCHEMA_VERSION = 1
@@ -97,6 +100,56 @@ class Observation:
             return False
         a, b = self.screenshot, other.screenshot
         return (a is None) == (b is None) and (a is None or np.array_equal(a, b))
+
+
+@dataclass(frozen=True)
+class Task:
+    """What to do on a device: a unique name (``suite/...``, e.g. ``miniwob/click-test`` or
+    ``aitw/general/0042``), an optional fixed instruction (AitW lists) or none (the device
+    generates it from the seed, as MiniWoB++ and the synthetic device do), a step budget, the
+    name of the device that can run it, and suite-specific parameters."""
+
+    name: str
+    instruction: str | None = None
+    max_steps: int = 10
+    env: str | None = None
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise TaskError(f"task name must be a non-empty string, got {self.name!r}")
+        if self.max_steps < 1:
+            raise TaskError(f"task {self.name}: max_steps must be >= 1, got {self.max_steps}")
+
+    @property
+    def suite(self) -> str:
+        return self.name.split("/", 1)[0]
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split("/", 1)[-1]
+
+    def with_max_steps(self, max_steps: int) -> Task:
+        return Task(self.name, self.instruction, max_steps, self.env, dict(self.params))
+
+
+@dataclass(frozen=True)
+class TaskInstance:
+    """A task plus the seed that makes its instance deterministic."""
+
+    task: Task
+    seed: int
+
+
+@dataclass
+class TaskStatus:
+    """The task's own verdict after an action (a device reports it; `DeviceEnv` turns it into
+    the step's reward and episode flags)."""
+
+    done: bool = False
+    success: bool = False
+    raw_reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class EndReason(str, Enum):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from devicerl.envs.android.fake_server import FakeDevice, FakeScreen
+from devicerl.testing.fake_adb import FakeDevice, FakeScreen
 
 #: Background colours of the generated screens (screen k uses COLOURS[k % len]).
 COLOURS = [(240, 240, 240), (25, 118, 210), (60, 180, 75), (230, 25, 75)]

@@ -10,10 +10,10 @@ import numpy as np
 from devicerl.actions import Action
 from devicerl.agents.base import FunctionPolicy
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply
 from devicerl.envs import make
 from devicerl.records import Observation, Trajectory
 from devicerl.runtime.rollout import rollout
+from devicerl.testing.chat_server import Reply
 
 
 def oracle(obs: Observation, rng: np.random.Generator, skill: float) -> Action:

@@ -9,7 +9,7 @@ import time
 import psutil
 
 from devicerl.envs.synthetic import SyntheticEnv
-from devicerl.pool.subprocess_worker import POOL_TAG_ENV
+from devicerl.pool.workers.base import POOL_TAG_ENV
 
 _MP_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
 

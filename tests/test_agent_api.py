@@ -11,10 +11,10 @@ from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.prompt import ACTION_DOCS, action_space_doc, system_prompt
 from devicerl.clients import ChatConfig
 from devicerl.clients.chat import ChatAuthError
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def _agent(srv: ScriptedChatServer, **chat) -> APIAgent:

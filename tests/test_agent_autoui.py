@@ -9,10 +9,10 @@ from safetensors.torch import load_file
 
 from devicerl.actions import Action, ActionType, format_autoui
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig, LoRASettings, input_text
-from devicerl.agents.autoui_tiny import build_tiny_autoui
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
+from devicerl.testing.autoui_tiny import build_tiny_autoui
 
 
 @pytest.fixture(autouse=True, scope="module")

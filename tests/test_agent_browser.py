@@ -9,10 +9,10 @@ import torch
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
-from devicerl.agents.autoui_tiny import build_tiny_autoui
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
+from devicerl.testing.autoui_tiny import build_tiny_autoui
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 pytest.importorskip("devicerl.envs.browser", reason="the browser branch is not merged yet")
 collector_mod = pytest.importorskip(

@@ -10,12 +10,12 @@ import torch
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
-from devicerl.agents.autoui_tiny import build_tiny_autoui
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.envs import EnvSpec
 from devicerl.tasks import Task, TaskSampler
+from devicerl.testing.autoui_tiny import build_tiny_autoui
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 collector_mod = pytest.importorskip(
     "devicerl.runtime.collector", reason="the pool/collector branch is not merged yet"

@@ -10,13 +10,13 @@ import torch
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
-from devicerl.agents.autoui_tiny import build_tiny_autoui
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.envs import make
 from devicerl.runtime.rollout import rollout
+from devicerl.testing.autoui_tiny import build_tiny_autoui
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -15,11 +15,11 @@ import torch
 from devicerl.actions import Action, ActionType, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
-from devicerl.agents.autoui_tiny import build_tiny_autoui
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.records import Observation, UIElement
+from devicerl.testing.autoui_tiny import build_tiny_autoui
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 pytestmark = [
     pytest.mark.slow,

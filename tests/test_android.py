@@ -17,11 +17,6 @@ from hypothesis import strategies as st
 
 from devicerl.actions import Action
 from devicerl.envs import make
-from devicerl.envs.android.fake_server import (
-    FakeAdbServer,
-    FakeEmulatorConsole,
-    android_input_text,
-)
 from devicerl.envs.android.input import ADB_KEYBOARD_IME, action_commands, text_commands
 from devicerl.envs.android.uiautomator import hierarchy_rotation, parse_hierarchy
 from devicerl.errors import (
@@ -33,6 +28,11 @@ from devicerl.errors import (
     TaskError,
 )
 from devicerl.tasks import Task
+from devicerl.testing.fake_adb import (
+    FakeAdbServer,
+    FakeEmulatorConsole,
+    android_input_text,
+)
 
 TASK = Task("aitw/general/0001", instruction="Open the settings app", max_steps=5, env="android")
 NASTY = [

@@ -19,18 +19,18 @@ from PIL import Image
 
 from devicerl.actions import Action
 from devicerl.agents.base import FunctionPolicy
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.envs import EnvSpec
 from devicerl.envs.android import AndroidEnv
-from devicerl.envs.android.fake_server import FakeAdbServer
 from devicerl.judges import JudgeConfig, is_labelled, make_runner
 from devicerl.pool import EnvPool, SupervisorConfig
-from devicerl.pool.worker import DeviceRecipe
+from devicerl.pool.workers.base import DeviceRecipe
 from devicerl.records import EndReason, Observation
 from devicerl.runtime.collector import Collector
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
+from devicerl.testing.fake_adb import FakeAdbServer
 
 #: "Tap N times": the agent taps N times, then says the task is complete.
 TASKS = [

@@ -6,9 +6,9 @@ import pytest
 
 from devicerl.clients import ChatClient, ChatConfig, ChatError, image_part, text_part
 from devicerl.clients.chat import ChatAuthError
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def _client(srv: ScriptedChatServer, **kw) -> ChatClient:

@@ -2,8 +2,8 @@ import numpy as np
 from gymnasium.utils.env_checker import check_env
 
 from devicerl.envs import make
-from devicerl.envs.gym_adapter import GymDeviceEnv
 from devicerl.tasks import resolve
+from devicerl.tasks.gym_adapter import GymDeviceEnv
 
 
 def test_check_env_passes() -> None:

@@ -7,13 +7,13 @@ import sys
 import pytest
 from judge_helpers import by_instruction, chat_config, collect
 
-from devicerl.clients.scripted_server import ScriptedChatServer
 from devicerl.data.store import TrajectoryStore
 from devicerl.judges import NativeJudge, VLMJudgeConfig
 from devicerl.judges.evaluate import evaluate_judge, ground_truth
 from devicerl.judges.vlm import VLMJudge
 from devicerl.records import EndReason
 from devicerl.runtime.run_dir import RunDir
+from devicerl.testing.chat_server import ScriptedChatServer
 
 
 def _dataset(tmp_path, n=16):

@@ -5,7 +5,6 @@ import time
 from judge_helpers import by_instruction, chat_config, collect, query, verdict_text
 
 from devicerl.actions import Action
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.judges import (
     Judge,
@@ -22,6 +21,7 @@ from devicerl.judges import (
 )
 from devicerl.judges.vlm import VLMJudge
 from devicerl.records import EndReason
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def _steps(n: int, length: int = 5, seed: int = 0):

@@ -7,7 +7,6 @@ import re
 from judge_helpers import verdict_text
 
 from devicerl.agents import RandomPolicy
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.envs import EnvSpec
 from devicerl.judges import JudgeConfig, is_labelled, make_runner
@@ -15,6 +14,7 @@ from devicerl.pool import EnvPool
 from devicerl.records import EndReason
 from devicerl.runtime.collector import Collector
 from devicerl.tasks import Task, TaskSampler
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 TAP = [Task("synthetic/tap", max_steps=3, env="synthetic")]
 

@@ -10,7 +10,6 @@ from judge_helpers import by_instruction, chat_config, collect, query, verdict_t
 from PIL import Image
 
 from devicerl.clients.chat import ChatAuthError
-from devicerl.clients.scripted_server import Reply, ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.errors import ConfigError, DataError
 from devicerl.judges import JudgeConfig, Label, NativeJudge, Verdict, VLMJudgeConfig, make_judge
@@ -19,6 +18,7 @@ from devicerl.judges.fewshot import load_examples
 from devicerl.judges.prompt import parse_verdict
 from devicerl.judges.vlm import VLMJudge
 from devicerl.records import EndReason
+from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def _vlm(srv, tmp_path, chat=None, **cfg) -> VLMJudge:

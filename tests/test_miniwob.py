@@ -7,9 +7,9 @@ import time
 from contextlib import redirect_stdout
 
 import pytest
+from miniwob_oracle import MiniWoBOracle
 
 from devicerl.actions import Action
-from devicerl.agents.miniwob_oracle import MiniWoBOracle
 from devicerl.cli.main import main as cli_main
 from devicerl.envs import make
 from devicerl.errors import ConfigError
@@ -211,7 +211,7 @@ def test_file_urls_work_without_a_server():
 
 @pytest.mark.slow
 def test_oracle_agrees_with_the_official_env(env):
-    from devicerl.tasks.miniwob_official import run_official, run_ours
+    from miniwob_official import run_official, run_ours
 
     for task in ("click-checkboxes", "login-user"):
         seeds = range(3)
@@ -242,7 +242,7 @@ def test_every_task_resets_and_steps():
 def test_gymnasium_view_of_a_miniwob_device():
     from gymnasium.utils.env_checker import check_env
 
-    from devicerl.envs.gym_adapter import GymDeviceEnv
+    from devicerl.tasks.gym_adapter import GymDeviceEnv
 
     device = make("miniwob/click-test", screenshot=True)
     try:

@@ -12,6 +12,7 @@ import pytest
 from _runs import assert_same, collect, swipe_episode, truncated_at_reset
 
 from devicerl.data.codec import LOSSY_BOUND, decode_image, encode_image, image_error
+from devicerl.data.hf import to_hf_dataset
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.errors import DataError
 
@@ -167,7 +168,7 @@ def test_compact_keeps_everything_once(tmp_path, trajectories) -> None:
 def test_hf_dataset(tmp_path, trajectories) -> None:
     with TrajectoryWriter(tmp_path, flush_every=3) as w:
         w.extend(trajectories)
-    ds = TrajectoryStore(tmp_path).to_hf_dataset()
+    ds = to_hf_dataset(TrajectoryStore(tmp_path))
     assert ds.num_rows == sum(t.length for t in trajectories)
     assert type(ds.features["screenshot"]).__name__ == "Image"
     t = trajectories[1]

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from devicerl.clients.scripted_server import ScriptedChatServer
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.errors import ConfigError
@@ -15,6 +14,7 @@ from devicerl.runtime.evaluate import wilson_interval
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.runtime.trainer import Trainer
+from devicerl.testing.chat_server import ScriptedChatServer
 
 FAST = [
     "env.name=synthetic",

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from devicerl.data.codec import image_format
-
-if TYPE_CHECKING:
-    from devicerl.data.store import TrajectoryStore
+from devicerl.data.store import TrajectoryStore
+from devicerl.errors import ConfigError
 
 
 def _fill_screenshot_refs(table: pa.Table) -> pa.Table:
@@ -40,7 +39,8 @@ def _all_pil_readable(shots: list[bytes | None]) -> bool:
 def to_hf_dataset(
     store: TrajectoryStore, *, final_rows: bool = False, image_feature: bool = True
 ) -> Any:
-    """One row per step (and per final observation with ``final_rows``), screenshots filled in.
+    """The store's step rows as a Hugging Face `datasets.Dataset`: one row per step (and per
+    final observation with ``final_rows``), deduplicated screenshots filled in.
 
     The ``screenshot`` column becomes a `datasets.Image` feature when ``image_feature`` is set
     and every image is PNG/JPEG/WebP (``raw``-coded screenshots stay bytes).
@@ -48,18 +48,9 @@ def to_hf_dataset(
     try:
         import datasets
     except ImportError:  # pragma: no cover - exercised only without the hf extra
-        from devicerl.errors import ConfigError
-
         msg = "to_hf_dataset needs the 'datasets' package: pip install devicerl[hf]"
         raise ConfigError(msg) from None
-    tables = [t for _, t in store._tables()]
-    if not tables:
-        from devicerl.data.schema import SCHEMA
-
-        table = SCHEMA.empty_table()
-    else:
-        table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
-    table = _fill_screenshot_refs(table)
+    table = _fill_screenshot_refs(store.step_table())
     if not final_rows:
         table = table.filter(pc.equal(table.column("is_final"), False))
     table = table.drop(["screenshot_ref"])

@@ -6,7 +6,8 @@
   never sees a half-written shard under a real name. Several writers (processes, hosts) can share
   a folder: shard names carry a per-writer id.
 - `TrajectoryStore(folder)` reads: `iter_trajectories` (lazy, filter by task / outcome),
-  `load` (by episode id), `index` (episode metadata, no pixels), `to_hf_dataset`, `compact`.
+  `load` (by episode id), `index` (episode metadata, no pixels), `step_table` (every row, for
+  exporters such as `devicerl.data.hf.to_hf_dataset`), `compact`.
   A corrupt, partial or foreign shard raises `DataError` naming the file; ``skip_bad=True``
   logs a warning and goes on with the other shards.
 """
@@ -321,15 +322,11 @@ class TrajectoryStore:
     def __len__(self) -> int:
         return self.index().num_rows
 
-    def to_hf_dataset(self, *, final_rows: bool = False, image_feature: bool = True) -> Any:
-        """The step rows as a Hugging Face `datasets.Dataset` (one row per step).
-
-        Deduplicated screenshots are filled in, so every row carries its own image; with
-        ``image_feature`` the column is a `datasets.Image` (decoded lazily to PIL images).
-        """
-        from devicerl.data.hf import to_hf_dataset
-
-        return to_hf_dataset(self, final_rows=final_rows, image_feature=image_feature)
+    def step_table(self) -> pa.Table:
+        """Every row of every shard as one Arrow table in the store's schema (episodes with all
+        their steps and final rows, screenshots as stored); exporters read the store through it."""
+        tables = [t.replace_schema_metadata(None) for _, t in self._tables()]
+        return pa.concat_tables(tables) if tables else SCHEMA.empty_table()
 
     def compact(self, max_episodes: int = 512) -> list[Path]:
         """Merge shards into larger ones (fewer files to open); returns the new shards.

@@ -16,23 +16,24 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from devicerl.actions import Action
 from devicerl.errors import TaskError
-from devicerl.records import EndReason, Observation, StepResult
-from devicerl.tasks.base import Task
+from devicerl.records import EndReason, Observation, StepResult, Task, TaskStatus
+
+__all__ = ["DeviceEnv", "TaskStatus", "set_task_resolver"]
+
+#: Turns a task name into a `Task`. Task names belong to the suites in `devicerl.tasks`, a layer
+#: above the devices, which installs its resolver when imported (devices never import it).
+_task_resolver: Callable[[str], Task] | None = None
 
 
-@dataclass
-class TaskStatus:
-    """The task's own verdict after an action."""
-
-    done: bool = False
-    success: bool = False
-    raw_reward: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
+def set_task_resolver(resolver: Callable[[str], Task] | None) -> None:
+    """Install how devices turn task names (``reset("miniwob/click-test")``) into `Task`s."""
+    global _task_resolver
+    _task_resolver = resolver
 
 
 class DeviceEnv(ABC):
@@ -76,9 +77,12 @@ class DeviceEnv(ABC):
             raise TaskError(f"{self.name}: reset() needs a task (no default task configured)")
         if isinstance(task, Task):
             return task
-        from devicerl.tasks.registry import get
-
-        return get(task)
+        if _task_resolver is None:
+            raise TaskError(
+                f"{self.name}: task name {task!r} needs the task registry (import devicerl.tasks)"
+                " or a Task"
+            )
+        return _task_resolver(task)
 
     @property
     def screen_size(self) -> tuple[int, int]:

@@ -50,7 +50,10 @@ def lookup(name: str) -> tuple[Factory | str, dict[str, Any]]:
     pattern = f"{prefix}/*"
     if "/" in name and pattern in _REGISTRY:
         return _REGISTRY[pattern], {"task": name}
-    raise ConfigError(f"unknown device {name!r}; registered: {', '.join(registered())}")
+    raise ConfigError(
+        f"unknown device {name!r}; registered: {', '.join(registered())} (devices named after "
+        "a task suite, e.g. miniwob/*, are registered by importing devicerl.tasks)"
+    )
 
 
 def build(factory: Factory | str, kwargs: dict[str, Any]) -> DeviceEnv:

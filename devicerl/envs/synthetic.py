@@ -1,6 +1,7 @@
 """A fast in-process device with ground-truth success, latency models and injected faults.
 
-Tasks (``make("synthetic/<kind>")`` or ``reset("synthetic/<kind>")``):
+Tasks (``make("synthetic/<kind>")`` or ``reset("synthetic/<kind>")``; the suite's `Task`s are
+defined in `devicerl.tasks.synthetic`):
 - ``tap``: k labelled boxes; "Tap the box labelled X". Tapping X succeeds; with ``strict`` a
   tap on another box ends the episode as a failure.
 - ``type``: k text boxes; "Type W into the box labelled X". Tap a box to focus it, then type:
@@ -30,8 +31,7 @@ import numpy as np
 from devicerl.actions import Action, ActionType
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError
-from devicerl.records import Observation, StepResult, UIElement
-from devicerl.tasks.base import Task
+from devicerl.records import Observation, StepResult, Task, UIElement
 
 KINDS = ("tap", "type", "steps")
 WORDS = (
@@ -44,15 +44,6 @@ _PALETTE = np.array(
      [70, 240, 240], [240, 50, 230], [210, 245, 60], [0, 128, 128], [170, 110, 40]],
     dtype=np.uint8,
 )  # fmt: skip
-
-
-def synthetic_tasks() -> list[Task]:
-    """The synthetic suite."""
-    return [
-        Task("synthetic/tap", max_steps=5, env="synthetic"),
-        Task("synthetic/type", max_steps=6, env="synthetic"),
-        Task("synthetic/steps", max_steps=10, env="synthetic"),
-    ]
 
 
 @dataclass

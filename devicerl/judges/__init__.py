@@ -6,7 +6,8 @@ trajectories asynchronously; `evaluate_judge` measures a judge against ground tr
 
 from devicerl.judges.apply import apply_verdict, is_labelled, judge_trajectory
 from devicerl.judges.base import Judge, Label, Verdict
-from devicerl.judges.config import JudgeConfig, VLMJudgeConfig, make_judge, make_runner
+from devicerl.judges.config import JudgeConfig, VLMJudgeConfig
+from devicerl.judges.factory import make_judge, make_runner
 from devicerl.judges.native import NativeJudge
 from devicerl.judges.runner import Judged, JudgeRunner
 

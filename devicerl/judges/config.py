@@ -1,4 +1,5 @@
-"""Judge configuration: one key (``judge.kind``) picks the task-native or the VLM judge.
+"""Judge configuration: one key (``judge.kind``) picks the task-native or the VLM judge
+(`devicerl.judges.factory` builds it).
 
 Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ...``)::
 
@@ -15,14 +16,10 @@ Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ..
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from devicerl.clients.chat import ChatConfig
 from devicerl.errors import ConfigError
-
-if TYPE_CHECKING:
-    from devicerl.judges.base import Judge
-    from devicerl.judges.runner import JudgeRunner
 
 DEFAULT_CACHE = "~/.cache/devicerl/judge-cache.sqlite"
 
@@ -84,27 +81,3 @@ class JudgeConfig:
     @property
     def n_workers(self) -> int:
         return self.workers or (self.chat.max_concurrency if self.kind == "vlm" else 1)
-
-
-def make_judge(config: JudgeConfig) -> Judge:
-    """The judge that ``config.kind`` names."""
-    config.validate()
-    if config.kind == "native":
-        from devicerl.judges.native import NativeJudge
-
-        return NativeJudge()
-    from devicerl.judges.vlm import VLMJudge
-
-    return VLMJudge(config.chat, config.vlm)
-
-
-def make_runner(config: JudgeConfig, judge: Judge | None = None) -> JudgeRunner:
-    """An asynchronous judging stage for ``config`` (builds the judge unless given)."""
-    from devicerl.judges.runner import JudgeRunner
-
-    return JudgeRunner(
-        judge or make_judge(config),
-        per_step=config.per_step,
-        on_unknown=config.on_unknown,
-        workers=config.n_workers,
-    )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.agents.base import ActionSample
-from devicerl.pool.worker import Reply
+from devicerl.pool.workers.base import Reply
 from devicerl.records import EndReason, Observation, Step, Trajectory
 from devicerl.tasks.base import TaskInstance
 

@@ -36,7 +36,9 @@ from devicerl.pool.episodes import (
     step_record,
 )
 from devicerl.pool.supervisor import Supervisor, SupervisorConfig
-from devicerl.pool.worker import Command, DeviceRecipe, Reply, Worker, make_backend
+from devicerl.pool.workers.base import Command, DeviceRecipe, Reply, Worker, WorkerBackend
+from devicerl.pool.workers.serial import SerialBackend
+from devicerl.pool.workers.subprocess import SubprocessBackend
 from devicerl.records import EndReason, Observation, Trajectory
 from devicerl.tasks.base import Task, TaskInstance, TaskSampler
 
@@ -100,6 +102,21 @@ def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec | str], num_envs: int | N
         raise ConfigError(f"got {len(specs)} device specs for num_envs={n}; give 1 or {n}")
     recipes = [DeviceRecipe.from_spec(s) for s in specs]
     return recipes * n if len(recipes) == 1 else recipes
+
+
+def make_backend(kind: str, **options: Any) -> WorkerBackend:
+    """``serial``, ``subprocess`` or ``ray``, with backend options (Ray is imported lazily)."""
+    if kind == "serial":
+        if options:
+            raise ConfigError(f"serial workers take no options, got {sorted(options)}")
+        return SerialBackend()
+    if kind == "subprocess":
+        return SubprocessBackend(**options)
+    if kind == "ray":
+        from devicerl.pool.workers.ray import RayBackend
+
+        return RayBackend(**options)
+    raise ConfigError(f"unknown worker kind {kind!r}; use 'serial', 'subprocess' or 'ray'")
 
 
 class EnvPool:

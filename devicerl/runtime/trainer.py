@@ -146,7 +146,7 @@ class Trainer:
     def _judge_runner(self) -> Any:
         if self.cfg.judge.kind == "native":
             return None
-        from devicerl.judges.config import make_runner
+        from devicerl.judges.factory import make_runner
 
         return make_runner(self.cfg.judge)
 

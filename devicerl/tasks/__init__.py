@@ -1,5 +1,12 @@
-"""Task suites, splits and samplers."""
+"""Task suites, splits and samplers.
 
+Importing this package installs the task-name resolver devices use (``reset("miniwob/x")``)
+and registers the devices named after suites (``make("miniwob/click-test")``,
+``make("synthetic/tap")``): both know task names, which live here, above the devices.
+"""
+
+from devicerl.envs.base import set_task_resolver
+from devicerl.envs.registry import register as register_device
 from devicerl.tasks.base import Task, TaskInstance, TaskSampler
 from devicerl.tasks.registry import (
     get,
@@ -11,7 +18,11 @@ from devicerl.tasks.registry import (
     suites,
 )
 
-register_suite("synthetic", "devicerl.envs.synthetic:synthetic_tasks")
+set_task_resolver(get)
+register_device("synthetic/*", "devicerl.tasks.synthetic:make_synthetic_env", overwrite=True)
+register_device("miniwob", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
+register_device("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
+register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(

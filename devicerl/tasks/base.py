@@ -1,54 +1,16 @@
-"""Tasks (what to do on a device) and task samplers (which task comes next).
-
-A task is data: a unique name (``suite/...``), an optional fixed instruction (AitW lists) or
-none (the device generates it from the seed, as MiniWoB++ and the synthetic device do), a step
-budget, and the name of the device that can run it.
-"""
+"""Task samplers (which task comes next). The task types themselves (`Task`, `TaskInstance`)
+live in `devicerl.records`, below the devices, and are re-exported here."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devicerl.errors import TaskError
+from devicerl.records import Task, TaskInstance
 
-
-@dataclass(frozen=True)
-class Task:
-    """One task. ``name`` is unique, e.g. ``miniwob/click-test`` or ``aitw/general/0042``."""
-
-    name: str
-    instruction: str | None = None
-    max_steps: int = 10
-    env: str | None = None
-    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
-
-    def __post_init__(self) -> None:
-        if not self.name or not isinstance(self.name, str):
-            raise TaskError(f"task name must be a non-empty string, got {self.name!r}")
-        if self.max_steps < 1:
-            raise TaskError(f"task {self.name}: max_steps must be >= 1, got {self.max_steps}")
-
-    @property
-    def suite(self) -> str:
-        return self.name.split("/", 1)[0]
-
-    @property
-    def short_name(self) -> str:
-        return self.name.split("/", 1)[-1]
-
-    def with_max_steps(self, max_steps: int) -> Task:
-        return Task(self.name, self.instruction, max_steps, self.env, dict(self.params))
-
-
-@dataclass(frozen=True)
-class TaskInstance:
-    """A task plus the seed that makes its instance deterministic."""
-
-    task: Task
-    seed: int
+__all__ = ["Task", "TaskInstance", "TaskSampler"]
 
 
 class TaskSampler:

@@ -26,13 +26,14 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from devicerl.envs.base import TaskStatus
 from devicerl.envs.browser.websuite import PageSetup, WebSuite, js_literal
 from devicerl.errors import ConfigError, TaskError
-from devicerl.tasks.base import Task
+from devicerl.records import Task, TaskStatus
 
 log = logging.getLogger(__name__)
 
+#: The browser device loads the suite of a MiniWoB task from here (`WebSuite`, by name).
+WEB_SUITE = "devicerl.tasks.miniwob:MiniWoBSuite"
 #: The task area of MiniWoB pages (CSS px at the page's top-left) and of the flight tasks.
 TASK_SCREEN = (0, 0, 160, 210)
 FLIGHT_SCREEN = (0, 0, 375, 667)
@@ -119,7 +120,12 @@ def task_names() -> list[str]:
 def miniwob_tasks() -> list[Task]:
     """The ``miniwob`` suite."""
     return [
-        Task(f"miniwob/{n}", max_steps=step_budget(n), env="browser", params={"subdomain": n})
+        Task(
+            f"miniwob/{n}",
+            max_steps=step_budget(n),
+            env="browser",
+            params={"subdomain": n, "web_suite": WEB_SUITE},
+        )
         for n in task_names()
     ]
 

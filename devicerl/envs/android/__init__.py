@@ -1,6 +1,6 @@
 """Android phones and emulators over ADB: `AndroidEnv` (``make("android", serial=...)``).
 
-Needs the ``android`` extra (adbutils). `devicerl.envs.android.fake_server` is a loopback adb
+Needs the ``android`` extra (adbutils). `devicerl.testing.fake_adb` is a loopback adb
 server with recorded screens, for tests and dry runs without a device.
 """
 

@@ -40,8 +40,7 @@ from devicerl.envs.android.screen import decode, downscale, scaled_size
 from devicerl.envs.android.uiautomator import hierarchy_rotation, parse_hierarchy
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.errors import ConfigError, DataError, DeviceCrashed, DeviceError, TaskError
-from devicerl.records import Observation, StepResult
-from devicerl.tasks.base import Task
+from devicerl.records import Observation, StepResult, Task
 
 #: Where the UI dump is written on the device (then printed with ``cat`` in the same command).
 UI_DUMP_PATH = "/data/local/tmp/devicerl_ui.xml"

@@ -46,8 +46,7 @@ from devicerl.envs.browser.websuite import (
     parse_viewport,
 )
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout
-from devicerl.records import Observation, StepResult
-from devicerl.tasks.base import Task
+from devicerl.records import Observation, StepResult, Task
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -17,8 +17,7 @@ from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.env import BrowserEnv
 from devicerl.errors import ConfigError
-from devicerl.records import Observation, StepResult
-from devicerl.tasks.base import Task
+from devicerl.records import Observation, StepResult, Task
 
 
 class PagedBrowserEnv(DeviceEnv):

@@ -3,8 +3,10 @@
 The device is generic (pages, input, screenshots, DOM); a `WebSuite` says where a task lives,
 how an episode starts (a JavaScript expression, seeded) and how the task scores itself (a
 JavaScript expression evaluated together with the DOM at every step). `UrlSuite` runs any
-task that names a ``url`` in its params; MiniWoB++ lives in `devicerl.tasks.miniwob`. Suites
-are found by the task's suite name (``miniwob/click-test`` -> ``miniwob``) and loaded lazily.
+task that names a ``url`` in its params. A task names its own suite in
+``params["web_suite"]`` (a ``"module:attr"``, loaded lazily: MiniWoB++ tasks name
+`devicerl.tasks.miniwob.MiniWoBSuite`, so the device never imports the task layer), or its suite
+name was registered with `register_web_suite`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from urllib.parse import urlsplit
 
 from devicerl.envs.base import TaskStatus
 from devicerl.errors import ConfigError, TaskError
-from devicerl.tasks.base import Task
+from devicerl.records import Task
 
 #: Named viewports: (width, height, mobile+touch).
 VIEWPORTS: dict[str, tuple[int, int, bool]] = {
@@ -124,9 +126,7 @@ class UrlSuite(WebSuite):
         return TaskStatus(done=bool(value), success=bool(value), raw_reward=float(bool(value)))
 
 
-_SUITES: dict[str, Callable[..., WebSuite] | str] = {
-    "miniwob": "devicerl.tasks.miniwob:MiniWoBSuite",
-}
+_SUITES: dict[str, Callable[..., WebSuite] | str] = {}
 
 
 def register_web_suite(name: str, factory: Callable[..., WebSuite] | str) -> None:
@@ -135,8 +135,9 @@ def register_web_suite(name: str, factory: Callable[..., WebSuite] | str) -> Non
 
 
 def make_web_suite(task: Task, options: dict[str, Any] | None = None) -> WebSuite:
-    """The suite object for ``task`` (`UrlSuite` when its suite has none registered)."""
-    factory = _SUITES.get(task.suite)
+    """The suite object for ``task``: the one it names, else the one registered for its suite
+    name, else `UrlSuite`."""
+    factory = task.params.get("web_suite") or _SUITES.get(task.suite)
     if factory is None:
         return UrlSuite(**(options or {}))
     if isinstance(factory, str):

@@ -34,11 +34,17 @@ import psutil
 
 from devicerl.errors import ConfigError
 from devicerl.pool.supervisor import exit_cause, kill_process_tree
-from devicerl.pool.worker import Command, DeviceHost, DeviceRecipe, Reply, Worker, WorkerBackend
-from devicerl.pool.worker import error_reply as _error_reply
+from devicerl.pool.workers.base import (
+    Command,
+    DeviceHost,
+    DeviceRecipe,
+    Reply,
+    Worker,
+    WorkerBackend,
+    enter_worker_process,
+)
+from devicerl.pool.workers.base import error_reply as _error_reply
 
-#: Environment variable that carries the pool's tag into workers and their children.
-POOL_TAG_ENV = "DEVICERL_POOL"
 _HEARTBEAT = b"h"
 _CLOSE = b"c"
 
@@ -113,10 +119,7 @@ def _kill_own_group() -> None:
 
 def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
     """Entry point of a worker process."""
-    os.environ["DEVICERL_WORKER"] = "1"
-    os.environ[POOL_TAG_ENV] = cfg.tag
-    with contextlib.suppress(OSError):
-        os.setpgid(0, 0)
+    enter_worker_process(cfg.tag)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     signal.signal(signal.SIGTERM, lambda *_: _kill_own_group())
     sys.path[:] = list(cfg.sys_path)
@@ -300,7 +303,7 @@ class SubprocessBackend(WorkerBackend):
             )
         self.ctx: Any = mp.get_context(start_method)
         if start_method == "forkserver":
-            self.ctx.set_forkserver_preload(["devicerl.pool.subprocess_worker", "devicerl.envs"])
+            self.ctx.set_forkserver_preload(["devicerl.pool.workers.subprocess", "devicerl.envs"])
         self.heartbeat_interval_s = heartbeat_interval_s
         self.selector = selectors.DefaultSelector()
         self.tag = uuid.uuid4().hex

@@ -23,9 +23,16 @@ import numpy as np
 import psutil
 
 from devicerl.errors import ConfigError
-from devicerl.pool.subprocess_worker import POOL_TAG_ENV
 from devicerl.pool.supervisor import kill_process_tree
-from devicerl.pool.worker import Command, DeviceHost, DeviceRecipe, Reply, Worker, WorkerBackend
+from devicerl.pool.workers.base import (
+    Command,
+    DeviceHost,
+    DeviceRecipe,
+    Reply,
+    Worker,
+    WorkerBackend,
+    enter_worker_process,
+)
 
 
 def _host_id() -> tuple[str, float]:
@@ -37,10 +44,7 @@ class EnvActor:
     """The actor body (wrapped with ``ray.remote`` by `RayBackend`)."""
 
     def __init__(self, recipe: DeviceRecipe, tag: str) -> None:
-        os.environ["DEVICERL_WORKER"] = "1"
-        os.environ[POOL_TAG_ENV] = tag
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)
+        enter_worker_process(tag)
         self.host = DeviceHost(recipe)
 
     def where(self) -> tuple[int, float, tuple[str, float]]:

@@ -1,16 +1,18 @@
-"""The worker interface every pool backend implements, and the in-process serial backend.
+"""The worker interface every pool backend implements, and what all backends share.
 
 A *worker* hosts one device (a `DeviceEnv` built from an `EnvSpec`) and runs commands on it:
 ``reset(task, seed)`` and ``step(action)``. The pool talks to workers through a *backend*
 (serial, subprocess or Ray) with two calls: `Worker.submit` starts a command and returns at
 once; `WorkerBackend.poll` returns the replies of whichever workers finished. A worker that
 disappears answers with a ``lost`` reply naming the cause. Every backend executes commands
-with the same function, `execute`, so all three behave identically apart from transport.
+with the same function, `execute`, so all three behave identically apart from transport, and
+every worker process starts the same way (`enter_worker_process`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -23,6 +25,18 @@ from devicerl.envs.registry import EnvSpec, Factory, build, lookup
 from devicerl.errors import ConfigError, DeviceError, TaskError
 from devicerl.records import Observation
 from devicerl.tasks.base import Task
+
+#: Environment variable that carries the pool's tag into workers and their children.
+POOL_TAG_ENV = "DEVICERL_POOL"
+
+
+def enter_worker_process(tag: str) -> None:
+    """Mark this process as a pool worker (``DEVICERL_WORKER=1``, the pool's tag) and make it
+    lead its own process group, so the device's helpers (a browser) die with it."""
+    os.environ["DEVICERL_WORKER"] = "1"
+    os.environ[POOL_TAG_ENV] = tag
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
 
 
 @dataclass(frozen=True)
@@ -179,76 +193,3 @@ class WorkerBackend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the backend holds (after every worker was closed)."""
-
-
-class SerialWorker(Worker):
-    """Runs the device in this process; commands execute during `SerialBackend.poll`."""
-
-    def __init__(self, env_id: int, recipe: DeviceRecipe) -> None:
-        super().__init__(env_id, recipe)
-        self.host = DeviceHost(recipe)
-        self.pending: Command | None = None
-        self.closed = False
-
-    def submit(self, command: Command) -> None:
-        self.pending = command
-
-    def run_pending(self) -> Reply:
-        command, self.pending = self.pending, None
-        assert command is not None
-        return self.host.run(command)
-
-    def kill(self) -> None:
-        self.pending = None
-        self.close()
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.closed = True
-        self.host.close()
-
-
-class SerialBackend(WorkerBackend):
-    """In-process workers for debugging: one command at a time, no timeouts, no isolation.
-
-    A hung device hangs the caller, and a device that kills its process kills the caller.
-    """
-
-    can_interrupt = False
-
-    def __init__(self) -> None:
-        self.workers: list[SerialWorker] = []
-
-    def spawn(self, env_id: int, recipe: DeviceRecipe) -> Worker:
-        worker = SerialWorker(env_id, recipe)
-        self.workers.append(worker)
-        return worker
-
-    def poll(self, timeout: float | None) -> list[tuple[Worker, Reply]]:
-        self.workers = [w for w in self.workers if not w.closed]
-        busy = [w for w in self.workers if w.pending is not None]
-        if not busy:
-            if timeout:
-                time.sleep(min(timeout, 0.05))
-            return []
-        out: list[tuple[Worker, Reply]] = []
-        for w in busy:
-            out.append((w, w.run_pending()))
-            w.last_heartbeat = time.monotonic()
-        return out
-
-
-def make_backend(kind: str, **options: Any) -> WorkerBackend:
-    """``serial``, ``subprocess`` or ``ray``, with backend options."""
-    if kind == "serial":
-        if options:
-            raise ConfigError(f"serial workers take no options, got {sorted(options)}")
-        return SerialBackend()
-    if kind == "subprocess":
-        from devicerl.pool.subprocess_worker import SubprocessBackend
-
-        return SubprocessBackend(**options)
-    if kind == "ray":
-        from devicerl.pool.ray_worker import RayBackend
-
-        return RayBackend(**options)
-    raise ConfigError(f"unknown worker kind {kind!r}; use 'serial', 'subprocess' or 'ray'")

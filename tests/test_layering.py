@@ -1,0 +1,158 @@
+"""The package's walls: every module imports only layers below its own, as the README's
+"Layering" line says, and no modules import each other in a circle (imports inside functions
+count too: a lazy import is still a dependency)."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "devicerl"
+
+
+def readme_layers() -> dict[str, int]:
+    """Layer name -> rank, from the README paragraph after ``Layering (...):`` (``a`` <- ``b``)."""
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"^Layering \(.*?\):\n(.*?)\n\n", text, re.M | re.S)
+    assert match, "README.md has no 'Layering ...:' paragraph"
+    ranks: dict[str, int] = {}
+    for rank, group in enumerate(match.group(1).split("<-")):
+        for name in re.findall(r"`([^`]+)`", group):
+            ranks[name] = rank
+    return ranks
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The devicerl modules ``name`` imports anywhere in its body (type-checking-only imports
+    excluded: they never run)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                prefix = package[: len(package) - node.level + 1]
+                base = ".".join([*prefix, *([node.module] if node.module else [])])
+            targets = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            while target not in known and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target in known and target != name:
+                out.add(target)
+    return out
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+@functools.cache
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def test_every_module_belongs_to_a_readme_layer() -> None:
+    ranks = readme_layers()
+    missing = sorted({layer_of(m) for m in modules()} - set(ranks))
+    assert not missing, f"README 'Layering' line does not place: {missing}"
+
+
+def test_modules_import_only_layers_below_their_own() -> None:
+    ranks = readme_layers()
+    bad = []
+    for module, targets in graph().items():
+        for target in targets:
+            a, b = layer_of(module), layer_of(target)
+            if a != b and ranks[b] >= ranks[a]:
+                bad.append(f"{module} imports {target} ({b} is not below {a})")
+    assert not bad, "layering violations:\n" + "\n".join(sorted(bad))
+
+
+def test_the_product_never_imports_the_test_doubles() -> None:
+    users = [
+        m for m, t in graph().items() if layer_of(m) != "testing" and "testing" in map(layer_of, t)
+    ]
+    assert not users, f"product modules import devicerl.testing: {users}"
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in edges:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(edges[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(graph()) == []
+
+
+def test_the_checks_can_fail() -> None:
+    """The cycle finder and the import reader see what they must (a test of the test)."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    assert "devicerl.pool.workers.ray" in graph()["devicerl.pool.pool"]  # a lazy import is seen
