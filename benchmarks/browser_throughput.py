@@ -123,7 +123,7 @@ class Worker(threading.Thread):
 
     def _run_official(self) -> None:
         from miniwob.action import ActionTypes
-        from miniwob_official import official_env, official_processes
+        from miniwob_harness.official import official_env, official_processes
 
         with official_env(self.task) as env:
             self.pids = lambda: official_processes(env)

@@ -1,6 +1,6 @@
 """Fidelity of our MiniWoB++ device against the official ``miniwob`` gymnasium env.
 
-For every task with a scripted oracle plan (`PLANS` in `benchmarks/miniwob_oracle.py`), the same
+For every task with a scripted oracle plan (`miniwob_harness.oracle.PLANS`), the same
 plan runs on our device and on the official env (Selenium + ChromeDriver) over the same seeds;
 equal seeds give equal task instances on both (both seed ``Math.random`` the same way), so the
 comparison is per seed. Prints one row per task: success rate on each env, how many seeds agree,
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from miniwob_official import EpisodeResult, run_official, run_ours
-from miniwob_oracle import PLANS
+from miniwob_harness.official import EpisodeResult, run_official, run_ours
+from miniwob_harness.oracle import PLANS
 
 from devicerl.envs import make
 from devicerl.tasks.miniwob import step_budget

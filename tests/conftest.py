@@ -1,5 +1,5 @@
-"""Makes the benchmark-only modules (`benchmarks/miniwob_oracle.py`, `miniwob_official.py`)
-importable by tests, the way benchmark scripts import each other (by module name)."""
+"""Makes the benchmark-only MiniWoB++ code (``benchmarks/miniwob_harness``: the oracle and the
+official-env harness) importable by tests, by the name benchmark scripts use."""
 
 import sys
 from pathlib import Path

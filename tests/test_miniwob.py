@@ -7,7 +7,7 @@ import time
 from contextlib import redirect_stdout
 
 import pytest
-from miniwob_oracle import MiniWoBOracle
+from miniwob_harness.oracle import MiniWoBOracle
 
 from devicerl.actions import Action
 from devicerl.cli.main import main as cli_main
@@ -211,7 +211,7 @@ def test_file_urls_work_without_a_server():
 
 @pytest.mark.slow
 def test_oracle_agrees_with_the_official_env(env):
-    from miniwob_official import run_official, run_ours
+    from miniwob_harness.official import run_official, run_ours
 
     for task in ("click-checkboxes", "login-user"):
         seeds = range(3)

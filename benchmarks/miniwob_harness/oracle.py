@@ -3,7 +3,7 @@
 A plan reads a neutral `View` of the page (utterance, fields, DOM nodes with boxes in task-area
 pixels) and returns the next `Move` (click at a pixel, type text, press Enter) or None when it
 has nothing left to do. The same plans drive our browser device (`MiniWoBOracle`, below) and
-the official ``miniwob`` gymnasium env (`benchmarks/miniwob_official.py`), which is how the
+the official ``miniwob`` gymnasium env (`miniwob_harness.official`), which is how the
 fidelity benchmark compares the two. Plans use only what both envs expose (tags, texts, values,
 ids, classes, boxes) and keep a small per-episode memory (what they already clicked).
 """

@@ -4,7 +4,7 @@ Used by the fidelity and throughput benchmarks: `official_env` builds one with t
 Chromium and ChromeDriver (``MINIWOB_CHROME_BINARY`` and ``MINIWOB_CHROMEDRIVER`` together,
 otherwise Selenium Manager tries the internet) and a private ``TMPDIR``, so the
 ``org.chromium.Chromium.*`` folders each session leaves behind are removed when it closes;
-`view_of_official` / `official_action` adapt the oracle's plans (`benchmarks/miniwob_oracle.py`)
+`view_of_official` / `official_action` adapt the oracle's plans (`miniwob_harness.oracle`)
 to its observations and actions; `run_ours` / `run_official` run a task's plan over seeds on
 either env and return one `EpisodeResult` per seed.
 """
@@ -21,7 +21,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from miniwob_oracle import (
+from devicerl.envs.browser.launcher import find_chromium
+from devicerl.errors import ConfigError
+from miniwob_harness.oracle import (
     PLANS,
     Click,
     Enter,
@@ -32,10 +34,7 @@ from miniwob_oracle import (
     Wait,
     view_of,
 )
-from miniwob_oracle import to_action as ours_action
-
-from devicerl.envs.browser.launcher import find_chromium
-from devicerl.errors import ConfigError
+from miniwob_harness.oracle import to_action as ours_action
 
 _ENV_LOCK = threading.Lock()
 
