@@ -123,7 +123,7 @@ def test_without_pickers_a_tap_cannot_pick_an_option():
 def test_picker_choice_scores_as_on_the_official_env(env):
     """Same seeds, same instance on both envs; the option picked through our picker scores as
     the one the official env picks through the select's keyboard type-ahead."""
-    from devicerl.tasks.miniwob_official import official_env
+    from miniwob_harness.official import official_env
 
     with official_env("choose-list") as off:
         from miniwob.action import ActionTypes
