@@ -1,8 +1,9 @@
 """Configs: YAML files mapped onto dataclasses, with dotted command-line overrides.
 
-- `load_config(Cls, path, ["train.lr=3e-4", "pool.workers=8"])` reads YAML (optional), applies
-  overrides (values parsed as YAML scalars), and builds ``Cls`` strictly: an unknown key or a
-  value of the wrong type raises `ConfigError` in one line naming the dotted key.
+- `load_config(Cls, path, ["digirl.actor.lr=3e-4", "env.num_envs=8"])` reads YAML (optional),
+  applies overrides (values parsed as YAML scalars), and builds ``Cls`` strictly: an unknown
+  key, a value of the wrong type or out of its field's bounds (metadata ``min``/``max``/``gt``/
+  ``lt``) raises `ConfigError` in one line naming the dotted key.
 - A dataclass may define ``validate(self)`` to check cross-field rules; it runs after building.
 - `save_config` writes the resolved config with secrets redacted: any field whose name
   contains key/token/secret/password, or that carries ``metadata={"secret": True}``.
@@ -107,6 +108,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     if tp is str:
         if isinstance(value, str):
             return value
+        if value is None:  # `key:` with nothing after it in YAML: the empty string
+            return ""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
         raise ConfigError(f"{key}: expected a string, got {value!r}")
@@ -127,6 +130,8 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown config key {key!r}{hint}")
         kwargs[k] = _coerce(v, hints[k], key)
+    for name, value in kwargs.items():
+        check_bounds(f"{prefix}.{name}" if prefix else name, value, fields[name].metadata)
     try:
         obj = cls(**kwargs)
     except ConfigError:
@@ -138,6 +143,39 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         validate()
     register(*(v for k, v in kwargs.items() if k.endswith("_env") and isinstance(v, str)))
     return obj
+
+
+#: Bounds a field may declare in its metadata: ``{"min": 1}``, ``{"gt": 0}``,
+#: ``{"min": 0, "lt": 1}`` (inclusive ``min``/``max``, exclusive ``gt``/``lt``).
+BOUNDS = ("min", "gt", "max", "lt")
+
+
+def bounds_text(meta: Mapping[str, Any]) -> str:
+    """``>= 1``, ``> 0``, ``in [0, 1)``: a field's declared bounds, for errors and ``--help``."""
+    lo, hi = ("min", "gt"), ("max", "lt")
+    low = next(((k, meta[k]) for k in lo if k in meta), None)
+    high = next(((k, meta[k]) for k in hi if k in meta), None)
+    if low and high:
+        left, right = "[" if low[0] == "min" else "(", "]" if high[0] == "max" else ")"
+        return f"in {left}{low[1]}, {high[1]}{right}"
+    sign = {"min": ">=", "gt": ">", "max": "<=", "lt": "<"}
+    k, v = low or high or ("", "")
+    return f"{sign[k]} {v}" if k else ""
+
+
+def check_bounds(key: str, value: Any, meta: Mapping[str, Any]) -> None:
+    """Raise `ConfigError` (``key=value: must be >= 1``) when ``value`` is out of the field's
+    declared bounds; None (an unset optional) passes."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    ok = (
+        ("min" not in meta or value >= meta["min"])
+        and ("gt" not in meta or value > meta["gt"])
+        and ("max" not in meta or value <= meta["max"])
+        and ("lt" not in meta or value < meta["lt"])
+    )
+    if not ok:
+        raise ConfigError(f"{key}={value}: must be {bounds_text(meta)}")
 
 
 def to_dict(obj: Any) -> Any:

@@ -34,7 +34,7 @@ def test_help_lists_every_option_with_default() -> None:
     [
         (["--set", "max_episode=5"], "unknown config key 'max_episode' (did you mean 'max_episodes'?)"),  # noqa: E501
         (["max_episodes=many"], "max_episodes: expected an integer, got 'many'"),
-        (["--set", "image_quality=500"], "image_quality: must be in 1..95, got 500"),
+        (["--set", "image_quality=500"], "image_quality=500: must be in [1, 95]"),
         (["--set", "curves"], "override 'curves' must look like key.path=value"),
     ],
 )  # fmt: skip

@@ -149,7 +149,7 @@ def test_training_with_the_vlm_judge(tmp_path) -> None:
 def test_bad_configs_fail_at_start(tmp_path) -> None:
     with pytest.raises(ConfigError, match="offline_data"):
         load_config(TrainConfig, None, ["mode=offline"])
-    with pytest.raises(ConfigError, match=r"exploration\.max must be in \[0, 1\)"):
+    with pytest.raises(ConfigError, match=r"exploration\.max=1\.5: must be in \[0, 1\)"):
         load_config(TrainConfig, None, ["exploration.max=1.5"])
     with pytest.raises(ConfigError, match=r"unknown config key 'digirl\.lamda'"):
         load_config(TrainConfig, None, ["digirl.lamda=0.3"])

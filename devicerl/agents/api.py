@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from devicerl.actions import Action, parse_autoui
 from devicerl.agents.base import ActionSample, Policy
@@ -42,11 +42,15 @@ class APIAgentConfig:
 
     chat: ChatConfig = field(default_factory=ChatConfig)
     include_screenshot: bool = field(default=True, metadata={"help": "send the screenshot"})
-    image_format: str = field(default="png", metadata={"help": "png or jpeg"})
+    image_format: Literal["png", "jpeg"] = field(
+        default="png", metadata={"help": "how the screenshot is encoded"}
+    )
     include_elements: bool = field(default=True, metadata={"help": "list UI elements as text"})
-    max_elements: int = field(default=50, metadata={"help": "longest element list"})
-    history: int = field(default=4, metadata={"help": "previous actions in the prompt"})
-    precision: int = field(default=3, metadata={"help": "decimals of coordinates in prompts"})
+    max_elements: int = field(default=50, metadata={"help": "longest element list", "min": 0})
+    history: int = field(default=4, metadata={"help": "previous actions in the prompt", "min": 0})
+    precision: int = field(
+        default=3, metadata={"help": "decimals of coordinates in prompts", "min": 0}
+    )
 
     def validate(self) -> None:
         self.chat.validate()

@@ -27,7 +27,6 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,8 @@ from torch import nn
 
 from devicerl.actions import Action, format_autoui, parse_autoui
 from devicerl.agents.base import ActionSample, check_batch
+from devicerl.agents.config import AutoUIConfig as AutoUIConfig  # re-export
+from devicerl.agents.config import LoRASettings
 from devicerl.agents.fusion import (
     FUSION_FILE,
     ImageFusion,
@@ -52,39 +53,6 @@ from devicerl.records import Observation
 log = logging.getLogger(__name__)
 AGENT_FILE, LORA_DIR = "autoui_agent.json", "lora"
 MAX_PREVIOUS_CHARS = 300
-
-
-@dataclass
-class LoRASettings:
-    """LoRA adapters (peft) on T5's attention (and optionally feed-forward) projections."""
-
-    r: int = 8
-    alpha: int = 16
-    dropout: float = 0.0
-    target_modules: tuple[str, ...] = ("q", "k", "v", "o")
-
-
-@dataclass
-class AutoUIConfig:
-    max_input_tokens: int = 512
-    max_new_tokens: int = 128
-    #: Decimals of coordinates in the canonical action text (and in previous actions).
-    precision: int = 4
-    #: How many previous actions go into the input text.
-    history: int = 4
-    temperature: float = 1.0
-    vision_features: str = "pooled"
-    fusion_heads: int = 1
-    lora: LoRASettings | None = None
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if isinstance(self.lora, dict):
-            lora = dict(self.lora)
-            lora["target_modules"] = tuple(lora.get("target_modules", ("q", "k", "v", "o")))
-            self.lora = LoRASettings(**lora)
-        if self.temperature <= 0:
-            raise ConfigError("temperature must be > 0 (use greedy=True for arg-max decoding)")
 
 
 def input_text(obs: Observation, history: int, precision: int) -> str:

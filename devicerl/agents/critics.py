@@ -17,8 +17,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from devicerl.agents.featurize import FeatureConfig, Featurizer
-from devicerl.agents.small_net import SmallAgentConfig, SmallEncoder
+from devicerl.agents.config import FeatureConfig, SmallAgentConfig
+from devicerl.agents.featurize import Featurizer
+from devicerl.agents.small_net import SmallEncoder
 from devicerl.records import Observation
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from devicerl.agents.api import APIAgentConfig
-from devicerl.agents.autoui import AutoUIConfig
 from devicerl.agents.base import Policy
-from devicerl.agents.small_net import SmallAgentConfig
+from devicerl.agents.config import AutoUIConfig, SmallAgentConfig
 from devicerl.errors import ConfigError
 
 KINDS = ("small", "autoui", "api", "random", "oracle")

@@ -35,13 +35,12 @@ import numpy as np
 import torch
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.agents.config import ELEM_FEATURES as ELEM_FEATURES  # re-export
+from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, FeatureConfig
+from devicerl.agents.config import INSTR_FEATURES as INSTR_FEATURES  # re-export
 from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
-INSTR_FEATURES = 7
-ELEM_FEATURES = 20
-#: Extra columns (appended) with ``history`` on: per token, per element, and global ones.
-INSTR_HISTORY, ELEM_HISTORY = 2, 2
 GLOBAL_HISTORY = len(VALID_TYPES) + 5
 _POINT_TOL = 1e-6
 #: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
@@ -50,38 +49,6 @@ INSTR_OVERLAP = slice(0, 2)
 INSTR_QUOTED = 5
 ELEM_OVERLAP = slice(15, 20)
 ROLE_BUCKETS = 256
-
-
-@dataclass
-class FeatureConfig:
-    """Sizes of the featurisation (saved with the model: changing them changes the model)."""
-
-    buckets: int = 8192
-    pieces_per_word: int = 6
-    max_instr_tokens: int = 48
-    max_elements: int = 64
-    max_elem_ids: int = 48
-    #: (width, height) of the downscaled screenshot fed to the model; None = no pixels.
-    screenshot_size: tuple[int, int] | None = None
-    #: The explicit instruction/element overlap features (off only for ablations).
-    overlap_features: bool = True
-    #: Features of the episode's earlier actions (see the module doc).
-    history: bool = True
-    #: Per element: the instruction names its kind (a word that is its role or a prefix of it:
-    #: "text" for a textbox, "button", "link").
-    role_mention: bool = True
-
-    @property
-    def instr_features(self) -> int:
-        return INSTR_FEATURES + (INSTR_HISTORY if self.history else 0)
-
-    @property
-    def elem_features(self) -> int:
-        return ELEM_FEATURES + int(self.role_mention) + (ELEM_HISTORY if self.history else 0)
-
-    def __post_init__(self) -> None:
-        if self.screenshot_size is not None:
-            self.screenshot_size = (int(self.screenshot_size[0]), int(self.screenshot_size[1]))
 
 
 @dataclass

@@ -9,20 +9,19 @@ gesture), the element states (a pointer: which element to tap) and the instructi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from devicerl.actions import VALID_TYPES, ActionType
+from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.featurize import (
     GLOBAL_HISTORY,
     INSTR_QUOTED,
     ROLE_BUCKETS,
     FeatureBatch,
-    FeatureConfig,
 )
 
 #: Sub-choices of a DUAL_POINT action: a tap on an element, or a swipe in a direction.
@@ -31,50 +30,6 @@ GESTURES = ("tap", "up", "down", "left", "right")
 MASKED = -1e9
 _DUAL = VALID_TYPES.index(ActionType.DUAL_POINT)
 _TYPE = VALID_TYPES.index(ActionType.TYPE)
-
-
-@dataclass
-class SmallAgentConfig:
-    """Architecture and behaviour of the small agent (saved as JSON next to the weights)."""
-
-    d_model: int = 128
-    n_layers: int = 2
-    n_heads: int = 4
-    d_ff: int = 256
-    dropout: float = 0.0
-    #: Longest typed span, in instruction tokens.
-    max_span: int = 12
-    #: Allow swipes (up/down/left/right from the screen centre).
-    swipes: bool = True
-    #: Restrict the action types the agent may choose (names from `ActionType`); None = all.
-    allowed_types: tuple[str, ...] | None = None
-    temperature: float = 1.0
-    #: Initial weight of the span prior for quoted text: typed text is usually quoted in the
-    #: instruction ('Enter "Kasie" into ...'); a learnable bias on spans that start and end at
-    #: a quoted phrase's boundaries lets an untrained agent find it (0: no prior).
-    quote_prior: float = 3.0
-    #: Exploration floor: the action-type and element choices mix this fraction of a uniform
-    #: choice over the allowed options into the policy, in sampling and log-probs alike (greedy
-    #: actions are unchanged). Without it a policy that never succeeds on a task can collapse
-    #: onto one wrong action and never find the success it needs to learn (0: off).
-    explore: float = 0.05
-    seed: int = 0
-    features: FeatureConfig = field(default_factory=FeatureConfig)
-
-    def __post_init__(self) -> None:
-        if isinstance(self.features, dict):
-            self.features = FeatureConfig(**self.features)
-        if self.allowed_types is not None:
-            self.allowed_types = tuple(ActionType(t).value for t in self.allowed_types)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
-        if self.temperature <= 0:
-            raise ValueError("temperature must be > 0 (use greedy=True for argmax actions)")
-        if not 0.0 <= self.explore < 1.0:
-            raise ValueError(f"explore must be in [0, 1), got {self.explore}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Encoded(NamedTuple):

@@ -11,57 +11,17 @@ import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
 from torch import nn
 
 from devicerl.agents.base import Policy, require_trainable
+from devicerl.algos.config import ActorConfig as ActorConfig  # re-export
 from devicerl.algos.formulas import weighted_nll
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Trajectory
-
-
-@dataclass
-class ActorConfig:
-    """Optimisation of the actor (defaults follow DigiRL's repository where they fit a
-    from-scratch small agent; see the README's Training section)."""
-
-    lr: float = field(default=1e-4, metadata={"help": "actor learning rate (AdamW)"})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay"})
-    updates: int = field(default=20, metadata={"help": "actor updates per iteration"})
-    batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch"})
-    grad_accum: int = field(default=1, metadata={"help": "minibatches per optimizer step"})
-    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip (0: none)"})
-    entropy_coef: float = field(
-        default=0.0,
-        metadata={
-            "help": "weight of an entropy bonus on states drawn from the whole replay (0: the "
-            "paper's pure regression; needs an agent with entropy())"
-        },
-    )
-    entropy_versions: int = field(
-        default=0,
-        metadata={
-            "help": "the bonus falls linearly to 0 over this many policy versions (0: constant)"
-        },
-    )
-
-    skip_noops: bool = field(
-        default=False,
-        metadata={
-            "help": "never imitate a step that left the screen as it was (no reward, episode "
-            "went on): it cannot have helped (off: the paper keeps every filtered step)"
-        },
-    )
-
-    def entropy_weight(self, version: int) -> float:
-        """The entropy bonus's weight at policy version ``version``."""
-        if self.entropy_versions <= 0:
-            return self.entropy_coef
-        return self.entropy_coef * max(0.0, 1.0 - version / self.entropy_versions)
-
 
 T = TypeVar("T")
 

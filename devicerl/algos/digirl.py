@@ -14,15 +14,15 @@ The formulas live in `devicerl.algos.formulas` (with the conventions for H and t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 from torch import nn
 
 from devicerl.agents.base import Policy
 from devicerl.agents.critics import InstructionCritic, StepCritic, critic_config_from
-from devicerl.algos.base import ActorConfig, Learner, Sample, horizon, usable
+from devicerl.algos.base import Learner, Sample, horizon, usable
+from devicerl.algos.config import CriticConfig as CriticConfig  # re-export
+from devicerl.algos.config import DigiRLConfig
 from devicerl.algos.formulas import (
     curriculum_mask,
     instruction_advantages,
@@ -33,36 +33,6 @@ from devicerl.algos.formulas import (
     value_bce,
 )
 from devicerl.records import Trajectory
-
-
-@dataclass
-class CriticConfig:
-    """The critics' size and optimisation."""
-
-    lr: float = field(default=1e-4, metadata={"help": "critic learning rate (AdamW)"})
-    batch_size: int = field(default=64, metadata={"help": "samples per critic minibatch"})
-    instruction_updates: int = field(default=5, metadata={"help": "V_instr updates / iter"})
-    step_updates: int = field(default=5, metadata={"help": "V(s) updates per iteration"})
-    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip (0: none)"})
-    d_model: int = field(default=64, metadata={"help": "critic encoder width"})
-    n_layers: int = field(default=2, metadata={"help": "critic encoder layers"})
-
-
-@dataclass
-class DigiRLConfig:
-    """DigiRL's options (paper defaults: lambda 0.5, gamma 0.5, top-p 0.1)."""
-
-    lam: float = field(default=0.5, metadata={"help": "lambda of the step advantage"})
-    gamma: float = field(default=0.5, metadata={"help": "discount of MC-return targets"})
-    top_p: float = field(default=0.1, metadata={"help": "curriculum: fraction kept by A_instr"})
-    advantage_sample: int = field(
-        default=256, metadata={"help": "trajectories drawn per iteration for the filters"}
-    )
-    step_value_target: Literal["success", "mc_return"] = field(
-        default="success", metadata={"help": "label of the step critic"}
-    )
-    actor: ActorConfig = field(default_factory=ActorConfig)
-    critic: CriticConfig = field(default_factory=CriticConfig)
 
 
 class DigiRL(Learner):

@@ -8,22 +8,14 @@ when none succeeds, the iteration makes no actor update.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import torch
 
 from devicerl.agents.base import Policy
-from devicerl.algos.base import ActorConfig, Learner, Sample, usable
+from devicerl.algos.base import Learner, Sample, usable
+from devicerl.algos.config import FilteredBCConfig as FilteredBCConfig  # re-export
 from devicerl.algos.formulas import filtered_bc_mask
 from devicerl.records import Trajectory
-
-
-@dataclass
-class FilteredBCConfig:
-    """Filtered BC's options."""
-
-    top_p: float = field(default=0.1, metadata={"help": "fraction of trajectories kept"})
-    actor: ActorConfig = field(default_factory=ActorConfig)
 
 
 class FilteredBC(Learner):

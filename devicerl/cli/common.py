@@ -32,7 +32,7 @@ from typing import Any, get_args, get_origin
 
 import yaml
 
-from devicerl.config import load_config, redact, to_dict
+from devicerl.config import bounds_text, load_config, redact, to_dict
 
 
 def _type_label(tp: Any) -> str:
@@ -45,6 +45,8 @@ def _type_label(tp: Any) -> str:
         return " | ".join(parts) + (" | null" if optional else "")
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return "|".join(str(m.value) for m in tp)
+    if origin is tuple and get_args(tp)[-1:] == (Ellipsis,):
+        return f"list of {_type_label(get_args(tp)[0])}"
     if origin is not None:
         args = ", ".join(_type_label(a) for a in get_args(tp))
         return f"{getattr(origin, '__name__', str(origin))}[{args}]"
@@ -60,17 +62,33 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def config_options(cls: type, prefix: str = "") -> list[tuple[str, str, str, Any]]:
-    """(dotted key, type, help, default) for every leaf option of a config dataclass."""
+    """(dotted key, type, help, default) for every leaf option of a config dataclass; an
+    optional section (``autoui: AutoUIConfig | None``) lists its options too."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
         tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            out += config_options(tp, prefix=f"{key}.")  # type: ignore[arg-type]
+        section = _section(tp)
+        if section is not None:
+            out += config_options(section, prefix=f"{key}.")
             continue
-        out.append((key, _type_label(tp), f.metadata.get("help", ""), _default(f)))
+        text = f.metadata.get("help", "")
+        bounds = bounds_text(f.metadata)
+        text = f"{text} ({bounds})" if bounds else text
+        out.append((key, _type_label(tp), text, _default(f)))
     return out
+
+
+def _section(tp: Any) -> type | None:
+    """The dataclass of a (possibly optional) sub-section, else None."""
+    if dataclasses.is_dataclass(tp):
+        return tp  # type: ignore[return-value]
+    if get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in get_args(tp) if a is not type(None)]
+        if len(inner) == 1 and dataclasses.is_dataclass(inner[0]):
+            return inner[0]  # type: ignore[return-value]
+    return None
 
 
 def config_help(cls: type) -> str:
@@ -84,6 +102,23 @@ def config_help(cls: type) -> str:
         if text:
             lines += textwrap.wrap(text, 88, initial_indent=" " * 6, subsequent_indent=" " * 6)
     return "\n".join(lines)
+
+
+#: The ``--set`` example shown for each config class (a real key of it; a test checks).
+EXAMPLES = {
+    "TrainConfig": "digirl.actor.lr=3e-4",
+    "JudgeConfig": "chat.model=gpt-4o",
+    "ViewConfig": "max_episodes=50",
+    "ImportConfig": "image_root=/data/digirl/images",
+}
+
+
+def example_override(cls: type) -> str:
+    """A ``KEY=VALUE`` example for ``cls``: a real key, with a value it accepts."""
+    if cls.__name__ in EXAMPLES:
+        return EXAMPLES[cls.__name__]
+    key, _, _, default = config_options(cls)[0]
+    return f"{key}={json.dumps(default)}"
 
 
 def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
@@ -100,7 +135,7 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override one config option (repeatable), e.g. --set train.lr=3e-4",
+        help=f"override one config option (repeatable), e.g. --set {example_override(cls)}",
     )
     parser.add_argument(
         "config_overrides",
@@ -142,9 +177,14 @@ def resolve_config(args: argparse.Namespace, cls: type | None = None) -> Any:
     overrides = [*args.config_set, *args.config_overrides]
     cfg = load_config(cls, args.config, overrides)
     if getattr(args, "print_config", False):
-        sys.stdout.write(yaml.safe_dump(redact(cfg), sort_keys=False))
+        print_config(cfg)
         raise SystemExit(0)
     return cfg
+
+
+def print_config(cfg: Any) -> None:
+    """Write ``cfg`` as YAML to stdout, secrets redacted."""
+    sys.stdout.write(yaml.safe_dump(redact(cfg), sort_keys=False))
 
 
 def start_run(path: str | Path, config: Any) -> Any:

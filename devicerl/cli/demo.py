@@ -18,7 +18,14 @@ import json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("demo", help="run the embedded default job and write a report")
+    p = sub.add_parser(
+        "demo",
+        help="train on MiniWoB++ and compare with the random policy (a few minutes)",
+        description="Train the small CPU agent with DigiRL on the MiniWoB++ development suite "
+        "in headless Chromium for --budget env steps, evaluate it and the random policy on the "
+        "same task instances, and write OUT/report.md and OUT/learning.png. With --synthetic: "
+        "collect with a random agent on synthetic devices instead (seconds, no browser).",
+    )
     p.add_argument("--out", default="runs/demo", help="folder for the report and the runs")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--budget", type=int, default=2500, help="env steps of training")

@@ -6,7 +6,13 @@ import argparse
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tasks", help="list task suites, splits and tasks")
+    p = sub.add_parser(
+        "tasks",
+        help="list task suites, splits and tasks",
+        description="Without SPEC: list the task suites and splits. With SPEC (a suite, a "
+        "split, a glob such as miniwob/click-*, an instruction-list file, or a comma-separated "
+        "mix): list the tasks it resolves to.",
+    )
     p.add_argument(
         "spec",
         nargs="?",

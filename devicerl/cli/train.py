@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from devicerl.cli.common import add_config_args, resolve_config, start_run
+from devicerl.cli.common import add_config_args, print_config, resolve_config, start_run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,22 +23,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--resume",
         metavar="RUN_DIR",
         default=None,
-        help="continue the run in RUN_DIR from its latest checkpoint (its saved config, "
-        "plus any overrides given here)",
+        help="continue the run in RUN_DIR from its latest checkpoint, with its saved config "
+        "plus any KEY=VALUE overrides given here (--config is refused; --print-config shows "
+        "the result without running)",
     )
     add_config_args(p, TrainConfig)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.errors import ConfigError
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.train_config import TrainConfig
     from devicerl.runtime.trainer import Trainer
 
     if args.resume:
+        if args.config:
+            raise ConfigError(
+                f"--resume {args.resume} continues with the run's saved config: drop "
+                f"--config {args.config} and give changes as KEY=VALUE overrides"
+            )
         run_dir = RunDir(args.resume)
         overrides = [*args.config_set, *args.config_overrides]
         cfg = run_dir.load_config(TrainConfig, overrides)
+        if args.print_config:  # what the resumed run would use; nothing is written
+            print_config(cfg)
+            return 0
         if overrides:
             run_dir.save_config(cfg)
         trainer = Trainer(cfg, run_dir, resume=True)

@@ -24,13 +24,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import httpx
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import AuthError, ConfigError, DeviceRLError
 from devicerl.secrets import register, scrub
+
+if TYPE_CHECKING:  # httpx and numpy load when used, so `devicerl --help` stays fast
+    import httpx
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -56,30 +57,39 @@ class ChatConfig:
     """Where and how to call a chat-completions endpoint."""
 
     base_url: str = field(
-        default="http://127.0.0.1:8000/v1", metadata={"help": "endpoint base URL (…/v1)"}
+        default="http://127.0.0.1:8000/v1", metadata={"help": "endpoint base URL, ending in /v1"}
     )
     model: str = field(default="", metadata={"help": "model name sent with each request"})
     api_key_env: str = field(
         default="OPENAI_API_KEY",
         metadata={"help": "name of the environment variable that holds the API key"},
     )
-    timeout_s: float = field(default=60.0, metadata={"help": "per-request timeout"})
-    max_retries: int = field(default=4, metadata={"help": "retries after the first attempt"})
-    backoff_s: float = field(default=1.0, metadata={"help": "first retry delay (doubles)"})
-    backoff_max_s: float = field(default=30.0, metadata={"help": "longest retry delay"})
-    max_concurrency: int = field(default=8, metadata={"help": "requests in flight at once"})
-    requests_per_minute: float = field(
-        default=0.0, metadata={"help": "token-bucket rate limit; 0 means unlimited"}
+    timeout_s: float = field(
+        default=60.0, metadata={"help": "per-request timeout (seconds)", "gt": 0}
     )
-    burst: int = field(default=1, metadata={"help": "token-bucket capacity"})
-    temperature: float = field(default=0.0, metadata={"help": "sampling temperature"})
-    max_tokens: int = field(default=512, metadata={"help": "longest reply"})
+    max_retries: int = field(
+        default=4, metadata={"help": "retries after the first attempt", "min": 0}
+    )
+    backoff_s: float = field(
+        default=1.0,
+        metadata={"help": "first retry delay in seconds (doubles each retry)", "min": 0},
+    )
+    backoff_max_s: float = field(
+        default=30.0, metadata={"help": "longest retry delay (seconds)", "min": 0}
+    )
+    max_concurrency: int = field(
+        default=8, metadata={"help": "requests in flight at once", "min": 1}
+    )
+    requests_per_minute: float = field(
+        default=0.0, metadata={"help": "token-bucket rate limit; 0 means unlimited", "min": 0}
+    )
+    burst: int = field(default=1, metadata={"help": "token-bucket capacity", "min": 1})
+    temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
+    max_tokens: int = field(default=512, metadata={"help": "longest reply, in tokens", "min": 1})
 
     def validate(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(
-                f"base_url must start with http:// or https://, got {self.base_url!r}"
-            )
+            raise ConfigError(f"chat.base_url={self.base_url}: must start with http:// or https://")
         if self.max_concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise ConfigError("max_concurrency >= 1, max_retries >= 0 and timeout_s > 0 required")
         if self.requests_per_minute < 0 or self.burst < 1:
@@ -140,6 +150,8 @@ def encode_image(image: np.ndarray | bytes, fmt: str = "png", quality: int = 85)
         from PIL import Image
 
         buf = io.BytesIO()
+        import numpy as np
+
         img = Image.fromarray(np.ascontiguousarray(image))
         if fmt == "jpeg":
             img.save(buf, format="JPEG", quality=quality)
@@ -168,6 +180,8 @@ class ChatClient:
         self.config = config
         self._sem = threading.BoundedSemaphore(config.max_concurrency)
         self._bucket = TokenBucket(config.requests_per_minute / 60.0, config.burst)
+        import httpx
+
         self._http = httpx.Client(timeout=config.timeout_s, transport=transport)
         self._lock = threading.Lock()
         self.stats = ChatStats()
@@ -202,6 +216,8 @@ class ChatClient:
         last = "no attempt made"
         status: int | None = None
         t0 = time.perf_counter()
+        import httpx
+
         for attempt in range(self.config.max_retries + 1):
             retry_after = None
             with self._sem:

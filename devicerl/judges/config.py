@@ -28,8 +28,10 @@ DEFAULT_CACHE = "~/.cache/devicerl/judge-cache.sqlite"
 class VLMJudgeConfig:
     """What the VLM judge shows the model and where it keeps its verdicts."""
 
-    last_k: int = field(default=3, metadata={"help": "screenshots shown (the last k screens)"})
-    max_actions: int = field(default=20, metadata={"help": "most recent actions listed"})
+    last_k: int = field(
+        default=3, metadata={"help": "screenshots shown (the last k screens)", "min": 1}
+    )
+    max_actions: int = field(default=20, metadata={"help": "most recent actions listed", "min": 0})
     few_shot: str = field(
         default="", metadata={"help": "few-shot examples: a manifest (YAML/JSON) or a folder"}
     )
@@ -40,7 +42,8 @@ class VLMJudgeConfig:
         default="png", metadata={"help": "how screenshots are encoded in requests"}
     )
     max_side: int = field(
-        default=0, metadata={"help": "downscale screenshots to this longest side; 0 keeps size"}
+        default=0,
+        metadata={"help": "downscale screenshots to this longest side; 0 keeps size", "min": 0},
     )
     system_prompt: str = field(
         default="", metadata={"help": "replace the built-in instructions (keep its reply format)"}
@@ -67,7 +70,7 @@ class JudgeConfig:
         metadata={"help": "unknown verdicts: drop the episode from training, or use native"},
     )
     workers: int = field(
-        default=0, metadata={"help": "judging threads; 0 uses chat.max_concurrency"}
+        default=0, metadata={"help": "judging threads; 0 uses chat.max_concurrency", "min": 0}
     )
     chat: ChatConfig = field(default_factory=ChatConfig)
     vlm: VLMJudgeConfig = field(default_factory=VLMJudgeConfig)

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devicerl.agents.factory import AgentSpec
-from devicerl.algos.digirl import DigiRLConfig
-from devicerl.algos.filtered_bc import FilteredBCConfig
+from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.runtime.metrics import LoggingConfig
@@ -27,12 +26,18 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(
         default_factory=dict, metadata={"help": "device options, e.g. {screenshot: false}"}
     )
-    num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel"})
+    num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel", "min": 1})
     worker: Literal["subprocess", "serial", "ray"] = field(
         default="subprocess", metadata={"help": "where devices run"}
     )
-    step_timeout_s: float = field(default=30.0, metadata={"help": "restart a device after"})
-    reset_timeout_s: float = field(default=60.0, metadata={"help": "restart a device after"})
+    step_timeout_s: float = field(
+        default=30.0,
+        metadata={"help": "restart a device whose step takes longer (seconds)", "gt": 0},
+    )
+    reset_timeout_s: float = field(
+        default=60.0,
+        metadata={"help": "restart a device whose reset takes longer (seconds)", "gt": 0},
+    )
 
 
 @dataclass
@@ -41,7 +46,10 @@ class TasksConfig:
 
     train: str = field(default="miniwob-dev", metadata={"help": "training task spec"})
     eval: str = field(default="", metadata={"help": "evaluation task spec (empty: train)"})
-    max_steps: int | None = field(default=None, metadata={"help": "override step budgets"})
+    max_steps: int | None = field(
+        default=None,
+        metadata={"help": "step budget of every task (null: each task's own)", "min": 1},
+    )
 
 
 @dataclass
@@ -49,10 +57,12 @@ class EvalConfig:
     """Evaluation: the first ``n_tasks`` tasks of the split, in order, each ``episodes_per_task``
     times with fixed seeds, greedy by default; success with a 95 % Wilson interval."""
 
-    n_tasks: int = field(default=96, metadata={"help": "first N tasks of the eval split"})
-    episodes_per_task: int = field(default=1, metadata={"help": "seeds per task"})
+    n_tasks: int = field(default=96, metadata={"help": "first N tasks of the eval split", "min": 1})
+    episodes_per_task: int = field(default=1, metadata={"help": "seeds per task", "min": 1})
     greedy: bool = field(default=True, metadata={"help": "arg-max actions (else sample)"})
-    seed: int = field(default=10_000, metadata={"help": "seed of the evaluation instances"})
+    seed: int = field(
+        default=10_000, metadata={"help": "seed of the evaluation instances", "min": 0}
+    )
     at_end: bool = field(default=True, metadata={"help": "evaluate when training ends"})
 
 
@@ -62,9 +72,10 @@ class ExplorationConfig:
     training episode's exploration level is ``max x (1 - its task's recent success rate)``."""
 
     max: float = field(
-        default=0.0, metadata={"help": "level for a task with no recent success (0: off)"}
+        default=0.0,
+        metadata={"help": "level for a task with no recent success (0: off)", "min": 0, "lt": 1},
     )
-    window: int = field(default=20, metadata={"help": "recent episodes per task"})
+    window: int = field(default=20, metadata={"help": "recent episodes per task", "min": 1})
 
 
 @dataclass
@@ -72,12 +83,12 @@ class TrainConfig:
     """A training (or evaluation) run."""
 
     mode: Literal["online", "offline", "off2on", "eval"] = field(
-        default="online", metadata={"help": "offline | online | off2on | eval"}
+        default="online", metadata={"help": "offline, online, off-to-online, or evaluate only"}
     )
     algo: Literal["digirl", "filtered_bc", "none"] = field(
         default="digirl", metadata={"help": "learning algorithm (none: collect only)"}
     )
-    seed: int = field(default=0, metadata={"help": "global seed"})
+    seed: int = field(default=0, metadata={"help": "global seed", "min": 0})
     env: EnvConfig = field(default_factory=EnvConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     agent: AgentSpec = field(default_factory=AgentSpec)
@@ -88,42 +99,53 @@ class TrainConfig:
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     trajectories_per_iter: int = field(
-        default=16, metadata={"help": "K: new trajectories per iteration"}
+        default=16, metadata={"help": "K: new trajectories per iteration", "min": 1}
     )
-    replay_capacity: int = field(default=2000, metadata={"help": "trajectories kept"})
-    env_steps: int = field(default=20_000, metadata={"help": "online budget of env steps"})
-    max_iterations: int = field(default=0, metadata={"help": "stop after (0: no limit)"})
+    replay_capacity: int = field(
+        default=2000, metadata={"help": "trajectories kept in the replay buffer", "min": 1}
+    )
+    env_steps: int = field(
+        default=20_000, metadata={"help": "online budget of env steps", "min": 1}
+    )
+    max_iterations: int = field(
+        default=0, metadata={"help": "stop after this many iterations (0: no limit)", "min": 0}
+    )
     offline_data: str = field(
         default="", metadata={"help": "stored trajectories: a run dir, a store, or DigiRL .pt"}
     )
-    offline_iterations: int = field(default=100, metadata={"help": "updates of offline phase"})
+    offline_iterations: int = field(
+        default=100, metadata={"help": "iterations of the offline phase", "min": 0}
+    )
     overlap: bool = field(
         default=True, metadata={"help": "keep collecting while the learner updates"}
     )
     max_policy_lag: int = field(
-        default=4, metadata={"help": "drop trajectories this many versions older or more"}
+        default=4,
+        metadata={"help": "drop trajectories this many policy versions old or older", "min": 1},
     )
     max_ahead: int = field(
-        default=0, metadata={"help": "collector pauses with this many unconsumed (0: 2K)"}
+        default=0,
+        metadata={
+            "help": "the collector pauses while this many trajectories wait for the learner "
+            "(0: twice trajectories_per_iter)",
+            "min": 0,
+        },
     )
-    checkpoint_every: int = field(default=5, metadata={"help": "iterations between checkpoints"})
-    keep_checkpoints: int = field(default=3, metadata={"help": "checkpoints kept"})
-    torch_threads: int = field(default=1, metadata={"help": "torch CPU threads (0: default)"})
+    checkpoint_every: int = field(
+        default=5, metadata={"help": "iterations between checkpoints", "min": 1}
+    )
+    keep_checkpoints: int = field(
+        default=3, metadata={"help": "newest checkpoints kept on disk", "min": 1}
+    )
+    torch_threads: int = field(
+        default=1, metadata={"help": "torch CPU threads (0: torch's default)", "min": 0}
+    )
 
     def validate(self) -> None:
         if self.mode in ("offline", "off2on") and not self.offline_data:
             raise ConfigError(f"mode {self.mode} needs offline_data (a run dir, store or .pt)")
         if self.mode != "eval" and self.algo == "none" and self.mode != "online":
             raise ConfigError("algo none only collects: use mode online or eval")
-        if self.trajectories_per_iter < 1 or self.replay_capacity < 1:
-            raise ConfigError("trajectories_per_iter and replay_capacity must be >= 1")
-        if self.max_policy_lag < 1:
-            raise ConfigError("max_policy_lag must be >= 1")
-        if not 0.0 <= self.exploration.max < 1.0 or self.exploration.window < 1:
-            raise ConfigError(
-                f"exploration.max must be in [0, 1) and exploration.window >= 1, got "
-                f"{self.exploration.max} and {self.exploration.window}"
-            )
 
     @property
     def eval_tasks(self) -> str:

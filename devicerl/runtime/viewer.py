@@ -35,26 +35,19 @@ class ViewConfig:
     """Options of `devicerl view`."""
 
     max_episodes: int = field(
-        default=200, metadata={"help": "show the newest N episodes (0 = all)"}
+        default=200, metadata={"help": "show the newest N episodes (0: all)", "min": 0}
     )
     image_max_side: int = field(
-        default=720, metadata={"help": "downscale screenshots to at most this many pixels"}
+        default=720,
+        metadata={"help": "downscale screenshots to at most this many pixels", "min": 16},
     )
-    image_quality: int = field(default=85, metadata={"help": "JPEG quality of report images"})
+    image_quality: int = field(
+        default=85, metadata={"help": "JPEG quality of report images", "min": 1, "max": 95}
+    )
     curves: bool = field(default=True, metadata={"help": "draw learning-curve PNGs"})
     skip_bad: bool = field(
         default=True, metadata={"help": "skip corrupt shards with a warning instead of failing"}
     )
-
-    def validate(self) -> None:
-        from devicerl.errors import ConfigError
-
-        if self.max_episodes < 0:
-            raise ConfigError(f"max_episodes: must be >= 0, got {self.max_episodes}")
-        if self.image_max_side < 16:
-            raise ConfigError(f"image_max_side: must be >= 16, got {self.image_max_side}")
-        if not 1 <= self.image_quality <= 95:
-            raise ConfigError(f"image_quality: must be in 1..95, got {self.image_quality}")
 
 
 @dataclass

@@ -1,0 +1,114 @@
+"""The algorithms' configuration dataclasses, apart from their torch code.
+
+Loading a config or printing `devicerl train --help` needs these classes but not torch, so they
+live here; `devicerl.algos.base`, `digirl` and `filtered_bc` re-export them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class ActorConfig:
+    """Optimisation of the actor (defaults follow DigiRL's repository where they fit a
+    from-scratch small agent; see the README's Training section)."""
+
+    lr: float = field(default=1e-4, metadata={"help": "actor learning rate (AdamW)", "gt": 0})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay", "min": 0})
+    updates: int = field(default=20, metadata={"help": "actor updates per iteration", "min": 0})
+    batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch", "min": 1})
+    grad_accum: int = field(
+        default=1, metadata={"help": "minibatches per optimizer step", "min": 1}
+    )
+    grad_clip: float = field(
+        default=1.0, metadata={"help": "gradient-norm clip (0: none)", "min": 0}
+    )
+    entropy_coef: float = field(
+        default=0.0,
+        metadata={
+            "help": "weight of an entropy bonus on states drawn from the whole replay (0: the "
+            "paper's pure regression; needs an agent with entropy())",
+            "min": 0,
+        },
+    )
+    entropy_versions: int = field(
+        default=0,
+        metadata={
+            "help": "the bonus falls linearly to 0 over this many policy versions (0: constant)",
+            "min": 0,
+        },
+    )
+
+    skip_noops: bool = field(
+        default=False,
+        metadata={
+            "help": "never imitate a step that left the screen as it was (no reward, episode "
+            "went on): it cannot have helped (off: the paper keeps every filtered step)"
+        },
+    )
+
+    def entropy_weight(self, version: int) -> float:
+        """The entropy bonus's weight at policy version ``version``."""
+        if self.entropy_versions <= 0:
+            return self.entropy_coef
+        return self.entropy_coef * max(0.0, 1.0 - version / self.entropy_versions)
+
+
+@dataclass
+class CriticConfig:
+    """The critics' size and optimisation."""
+
+    lr: float = field(default=1e-4, metadata={"help": "critic learning rate (AdamW)", "gt": 0})
+    batch_size: int = field(default=64, metadata={"help": "samples per critic minibatch", "min": 1})
+    instruction_updates: int = field(
+        default=5, metadata={"help": "instruction-critic updates per iteration", "min": 0}
+    )
+    step_updates: int = field(
+        default=5, metadata={"help": "step-critic updates per iteration", "min": 0}
+    )
+    grad_clip: float = field(
+        default=1.0, metadata={"help": "gradient-norm clip (0: none)", "min": 0}
+    )
+    d_model: int = field(default=64, metadata={"help": "critic encoder width", "min": 1})
+    n_layers: int = field(default=2, metadata={"help": "critic encoder layers", "min": 1})
+
+
+@dataclass
+class DigiRLConfig:
+    """DigiRL's options (paper defaults: lambda 0.5, gamma 0.5, top-p 0.1)."""
+
+    lam: float = field(
+        default=0.5, metadata={"help": "lambda of the step advantage", "min": 0, "max": 1}
+    )
+    gamma: float = field(
+        default=0.5, metadata={"help": "discount of MC-return targets", "min": 0, "max": 1}
+    )
+    top_p: float = field(
+        default=0.1,
+        metadata={
+            "help": "curriculum: fraction of trajectories kept by A_instr",
+            "gt": 0,
+            "max": 1,
+        },
+    )
+    advantage_sample: int = field(
+        default=256,
+        metadata={"help": "trajectories drawn per iteration for the filters", "min": 1},
+    )
+    step_value_target: Literal["success", "mc_return"] = field(
+        default="success", metadata={"help": "label of the step critic"}
+    )
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+
+
+@dataclass
+class FilteredBCConfig:
+    """Filtered BC's options."""
+
+    top_p: float = field(
+        default=0.1, metadata={"help": "fraction of trajectories kept", "gt": 0, "max": 1}
+    )
+    actor: ActorConfig = field(default_factory=ActorConfig)
