@@ -222,10 +222,19 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError(f"cannot read config {p}: {e.strerror}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config {p} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise ConfigError(f"config {p} is not valid YAML: {_yaml_error(e)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config {p} must hold a mapping at the top level")
     return data
+
+
+def _yaml_error(e: yaml.YAMLError) -> str:
+    """``line 3, column 7: mapping values are not allowed here`` (1-based, as editors count)."""
+    mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if mark is None:
+        return " ".join(str(problem).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {' '.join(str(problem).split())}"
 
 
 def load_config(

@@ -35,7 +35,6 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.errors import ConfigError
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.train_config import TrainConfig
-    from devicerl.runtime.trainer import Trainer
 
     if args.resume:
         if args.config:
@@ -49,11 +48,15 @@ def run(args: argparse.Namespace) -> int:
         if args.print_config:  # what the resumed run would use; nothing is written
             print_config(cfg)
             return 0
+        from devicerl.runtime.trainer import Trainer  # torch loads here, not for --help
+
         if overrides:
             run_dir.save_config(cfg)
         trainer = Trainer(cfg, run_dir, resume=True)
     else:
-        cfg = resolve_config(args)
+        cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
+        from devicerl.runtime.trainer import Trainer
+
         run_dir = start_run(args.out or f"runs/{cfg.mode}-{cfg.algo}", cfg)
         trainer = Trainer(cfg, run_dir)
     summary = trainer.run()
