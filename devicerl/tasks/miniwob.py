@@ -41,7 +41,8 @@ FLIGHT_SCREEN = (0, 0, 375, 667)
 #: screenshot step than at the official env's window (inner size 780x437), and their layout
 #: is the same (checked element by element). Tasks whose jQuery UI widgets (dialogs, date
 #: pickers, menus, autocomplete, colour picker) place themselves relative to the window get the
-#: official window's size, so they lay out exactly as in the official env.
+#: official window's size, so they lay out exactly as in the official env; so do the text
+#: highlighting tasks (a drag that selects text scrolls a 160 px wide window sideways).
 TASK_VIEWPORT = (160, 210)
 WINDOW_VIEWPORT = (780, 437)
 WINDOW_TASKS = (
@@ -49,6 +50,7 @@ WINDOW_TASKS = (
     "choose-date*",
     "click-dialog*",
     "click-menu*",
+    "highlight-text*",
     "use-autocomplete*",
     "use-colorwheel*",
 )

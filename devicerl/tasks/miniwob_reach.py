@@ -114,7 +114,7 @@ NEEDS: dict[str, tuple[ActionKind, ...]] = {
     "focus-text-2": (TAP,),
     "form-sequence": (DRAG, TAP),
     "form-sequence-2": (TAP, INSTR),
-    "form-sequence-3": (SELECT, TAP),
+    "form-sequence-3": (TAP,),
     "generate-number": (TAP,),
     "grid-coordinate": (POINT,),
     "guess-number": (TAP, COMPUTED),
@@ -176,15 +176,18 @@ OUTSIDE: dict[str, str] = {
     "a phone has no hover, a tap is an instant",
 }
 
-#: Tasks that need keys or modifiers the AitW action space lacks on a desktop page, and what
-#: makes them reachable on our device.
-DESKTOP_KEYS: dict[str, str] = {
+#: Tasks that need keys or modifiers the AitW action space lacks (on a desktop page, or for
+#: some instances), and what our device does about it.
+KEYS: dict[str, str] = {
     "click-scroll-list": "a desktop <select multiple> needs Ctrl/Shift-click to pick several "
     "options; reachable through the phone-style picker (a tap toggles an option)",
     "choose-list": "a desktop <select> opens a native pop-up that taps cannot reach (headless "
     "Chromium does not even draw it); reachable through the phone-style picker",
-    "form-sequence-3": "as choose-list: a <select> dropdown, reachable through the picker",
     "flight.AA": "as choose-list: <select> fields, reachable through the picker",
+    "use-slider": "with more values than pixels on the track (e.g. 100 values on 69 px) some "
+    "values lie between pixels: only the arrow keys reach them; the other instances are "
+    "reachable by dragging",
+    "use-slider-2": "as use-slider",
 }
 
 
@@ -216,7 +219,7 @@ def reach_rows(tasks: Iterable[str], agent_kinds: Iterable[ActionKind]) -> list[
         needs = NEEDS[name]
         missing = tuple(k for k in needs if k not in have)
         rows.append(
-            ReachRow(name, needs, missing, OUTSIDE.get(name, ""), DESKTOP_KEYS.get(name, ""))
+            ReachRow(name, needs, missing, OUTSIDE.get(name, ""), KEYS.get(name, ""))
         )
     return rows
 

@@ -1,0 +1,171 @@
+"""What scripted MiniWoB++ solvers are made of: the agent's own action vocabulary, and a runner.
+
+A solver sees exactly what an agent sees (`Observation`: instruction, fields, UI elements with
+text / value / box / attributes, screenshot) and answers with AitW actions only: a tap at a
+point, a drag from a point to a point, typed text, Enter. It never calls the page (no DOM
+calls, no JavaScript): whatever it reads, it read from the observation.
+
+A solver is a generator: it yields an `Action`, receives the next `Observation`, and so on;
+returning ends its attempt. `SOLVERS` maps task names to `Solver`s (each declares the
+`ActionKind`s it uses, which the benchmark counts).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+from devicerl.actions import Action, ActionType
+from devicerl.agents.capabilities import ActionKind
+from devicerl.records import Observation, UIElement
+
+Plan = Generator[Action, Observation, None]
+SolverFn = Callable[[Observation], Plan]
+
+#: The action types a solver may use (the AitW action space without back/home, which do
+#: nothing on MiniWoB++'s single pages).
+ALLOWED = frozenset({ActionType.DUAL_POINT, ActionType.TYPE, ActionType.PRESS_ENTER})
+
+
+@dataclass(frozen=True)
+class Solver:
+    task: str
+    kinds: tuple[ActionKind, ...]
+    fn: SolverFn
+
+
+SOLVERS: dict[str, Solver] = {}
+
+
+def solver(*tasks: str, kinds: tuple[ActionKind, ...]) -> Callable[[SolverFn], SolverFn]:
+    """Register ``fn`` as the solver of ``tasks``, using ``kinds``."""
+
+    def register(fn: SolverFn) -> SolverFn:
+        for task in tasks:
+            SOLVERS[task] = Solver(task, kinds, fn)
+        return fn
+
+    return register
+
+
+# -- reading the observation --------------------------------------------------------------------
+def find_all(
+    obs: Observation,
+    role: str | None = None,
+    text: str | None = None,
+    tag: str | None = None,
+    where: Callable[[UIElement], bool] | None = None,
+) -> list[UIElement]:
+    """Elements matching every given criterion, in document order."""
+    out = []
+    for e in obs.elements:
+        if role is not None and e.role != role:
+            continue
+        if text is not None and e.text != text:
+            continue
+        if tag is not None and e.attrs.get("tag") != tag:
+            continue
+        if where is not None and not where(e):
+            continue
+        out.append(e)
+    return out
+
+
+def find(obs: Observation, **criteria: Any) -> UIElement:
+    """The first element matching ``criteria``; raises `LookupError` naming them."""
+    found = find_all(obs, **criteria)
+    if not found:
+        raise LookupError(f"no element with {criteria}")
+    return found[0]
+
+
+def field(obs: Observation, name: str) -> str:
+    return str((obs.extras.get("fields") or {}).get(name, ""))
+
+
+def quoted(text: str) -> list[str]:
+    return re.findall(r'"([^"]*)"', text)
+
+
+def pixel(obs: Observation, x: float, y: float) -> tuple[int, int, int]:
+    """The screenshot's colour at screen pixel (x, y)."""
+    assert obs.screenshot is not None, "this solver reads pixels: run with screenshots on"
+    h, w = obs.screenshot.shape[:2]
+    r, g, b = obs.screenshot[min(int(y), h - 1), min(int(x), w - 1)]
+    return int(r), int(g), int(b)
+
+
+# -- the action vocabulary ------------------------------------------------------------------------
+def tap(obs: Observation, el: UIElement) -> Action:
+    """Tap the element's centre (the small agent's tap)."""
+    return Action.tap(*obs.to_normalised(*el.center))
+
+
+def point(obs: Observation, x: float, y: float) -> Action:
+    """Tap any screen pixel."""
+    w, h = obs.screen_size
+    return Action.tap(min(max(x / w, 0.0), 1.0), min(max(y / h, 0.0), 1.0))
+
+
+def drag(obs: Observation, start: tuple[float, float], end: tuple[float, float]) -> Action:
+    """Touch at ``start``, move, lift at ``end`` (screen pixels)."""
+    w, h = obs.screen_size
+
+    def norm(p: tuple[float, float]) -> tuple[float, float]:
+        return (min(max(p[0] / w, 0.0), 1.0), min(max(p[1] / h, 0.0), 1.0))
+
+    return Action.swipe(*norm(start), *norm(end))
+
+
+def type_text(text: str) -> Action:
+    return Action.type_text(text)
+
+
+def enter() -> Action:
+    return Action.enter()
+
+
+def settle(seconds: float = 0.4) -> None:
+    """Let an animation run before the next action (an agent takes time to act, too)."""
+    time.sleep(seconds)
+
+
+# -- running ------------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    task: str
+    seed: int
+    success: bool
+    raw_reward: float
+    steps: int
+    seconds: float
+    error: str = ""
+
+
+def run_episode(env: Any, task: str, seed: int, max_steps: int) -> Episode:
+    """One episode of ``task``'s solver on ``env`` (a MiniWoB++ `BrowserEnv`)."""
+    solve = SOLVERS[task].fn
+    t0 = time.perf_counter()
+    obs = env.reset(f"miniwob/{task}", seed=seed)
+    plan = solve(obs)
+    steps, raw, error = 0, 0.0, ""
+    try:
+        action = next(plan)
+        while steps < max_steps:
+            if action.type not in ALLOWED:
+                raise ValueError(f"solver used {action.type.value}, outside its vocabulary")
+            result = env.step(action)
+            steps += 1
+            if result.done:
+                raw = float(result.info.get("raw_reward", 0.0))
+                break
+            action = plan.send(result.observation)
+    except StopIteration:
+        error = "solver gave up"
+    except (LookupError, ValueError, AssertionError) as e:
+        error = f"{type(e).__name__}: {e}"
+    plan.close()
+    return Episode(task, seed, raw > 0, raw, steps, time.perf_counter() - t0, error)
