@@ -157,3 +157,28 @@ def test_date_and_time_inputs_take_the_typed_text(env):
         assert _find(obs, "textbox").value == want, task
         result = env.step(_tap(obs, _find(obs, "button", "Submit")))
         assert result.info["raw_reward"] > 0, task
+
+
+# -- scripted solvers: the agent's vocabulary reaches every kind -------------------------------
+#: One task per kind (with the kinds they cover): select, tap, scroll, type spans of the
+#: instruction / page / computed text, Enter, free points, drags and pixels.
+SOLVER_SAMPLE = ("click-scroll-list", "enter-date", "copy-paste", "terminal", "find-midpoint",
+                 "drag-box", "click-color")  # fmt: skip
+
+
+@pytest.mark.browser
+def test_scripted_solvers_cover_every_kind(env):
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks.reach_solvers import SOLVERS, run_episode
+
+    covered = set()
+    for task in SOLVER_SAMPLE:
+        episode = run_episode(env, task, seed=3, max_steps=mw.step_budget(task))
+        assert episode.success, (task, episode)
+        covered |= set(SOLVERS[task].kinds)
+    assert covered == set(ActionKind)

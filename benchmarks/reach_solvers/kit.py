@@ -104,6 +104,23 @@ def tap(obs: Observation, el: UIElement) -> Action:
     return Action.tap(*obs.to_normalised(*el.center))
 
 
+def tap_uncovered(obs: Observation, el: UIElement) -> Action:
+    """Tap the element where no element after it in the document (drawn over it) covers it:
+    its centre when that is free, else the first free point of a 5x5 grid over its box."""
+    later = obs.elements[obs.elements.index(el) + 1 :]
+    left, top, right, bottom = el.bbox
+
+    def covered(x: float, y: float) -> bool:
+        return any(b[0] <= x <= b[2] and b[1] <= y <= b[3] for b in (e.bbox for e in later))
+
+    for fy in (0.5, 0.25, 0.75, 0.1, 0.9):
+        for fx in (0.5, 0.25, 0.75, 0.1, 0.9):
+            x, y = left + fx * (right - left), top + fy * (bottom - top)
+            if not covered(x, y):
+                return point(obs, x, y)
+    return tap(obs, el)
+
+
 def point(obs: Observation, x: float, y: float) -> Action:
     """Tap any screen pixel."""
     w, h = obs.screen_size

@@ -15,11 +15,12 @@ from benchmarks.reach_solvers.kit import (
     settle,
     solver,
     tap,
+    tap_uncovered,
 )
 from devicerl.agents.capabilities import ActionKind
-from devicerl.records import Observation
+from devicerl.records import Observation, UIElement
 
-TAP, SELECT, SCROLL = ActionKind.TAP, ActionKind.SELECT, ActionKind.SCROLL
+TAP, POINT, SELECT, SCROLL = ActionKind.TAP, ActionKind.POINT, ActionKind.SELECT, ActionKind.SCROLL
 
 
 def _ordinal(text: str) -> int:
@@ -34,16 +35,22 @@ def click_test(obs: Observation) -> Plan:
     yield tap(obs, find(obs, role="button"))
 
 
-@solver("click-test-2", "click-test-transfer", "click-button", "unicode-test", kinds=(TAP,))
+@solver("click-button", "unicode-test", kinds=(TAP,))
 def click_named_button(obs: Observation) -> Plan:
     target = field(obs, "target") or quoted(obs.instruction)[0]
     yield tap(obs, find(obs, role="button", text=target))
 
 
-@solver("click-button-sequence", kinds=(TAP,))
+@solver("click-test-2", "click-test-transfer", kinds=(TAP, POINT))
+def click_overlapping_button(obs: Observation) -> Plan:
+    """The two buttons may overlap: tap the target where the other does not cover it."""
+    yield tap_uncovered(obs, find(obs, role="button", text=field(obs, "target")))
+
+
+@solver("click-button-sequence", kinds=(TAP, POINT))
 def click_button_sequence(obs: Observation) -> Plan:
-    obs = yield tap(obs, find(obs, role="button", text="ONE"))
-    yield tap(obs, find(obs, role="button", text="TWO"))
+    obs = yield tap_uncovered(obs, find(obs, role="button", text="ONE"))
+    yield tap_uncovered(obs, find(obs, role="button", text="TWO"))
 
 
 @solver("click-link", kinds=(TAP,))
@@ -136,20 +143,25 @@ def choose_list(obs: Observation) -> Plan:
     yield tap(obs, find(obs, role="button", text="Submit"))
 
 
+def _picker_row(obs: Observation, name: str) -> UIElement | None:
+    """The picker row labelled ``name`` when it is shown whole (a clipped row is cut short)."""
+    rows = find_all(obs, role="label", text=name)
+    return rows[0] if rows and rows[0].bbox[3] - rows[0].bbox[1] >= 20 else None
+
+
 @solver("click-scroll-list", kinds=(SELECT, TAP, SCROLL))
 def click_scroll_list(obs: Observation) -> Plan:
     obs = yield tap(obs, find(obs, role="combobox"))
     for name in field(obs, "target").split(", "):
-        row = find(obs, role="label", text=name)
-        bottom = obs.screen_size[1] - 8
-        while row.bbox[3] > bottom:  # below the fold: swipe the list up
-            x = row.center[0]
-            obs = yield drag(obs, (x, bottom - 10), (x, bottom - 90))
-            row = find(obs, role="label", text=name)
-        while row.bbox[1] < 8:
-            x = row.center[0]
-            obs = yield drag(obs, (x, 40), (x, 120))
-            row = find(obs, role="label", text=name)
+        for direction in (-1, -1, -1, 1, 1, 1, 1, 1, 1):  # down the list, then back up
+            if _picker_row(obs, name) is not None:
+                break
+            box = find(obs, role="listbox").bbox
+            x, mid = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+            obs = yield drag(obs, (x, mid - 35 * direction), (x, mid + 35 * direction))
+        row = _picker_row(obs, name)
+        if row is None:
+            raise LookupError(f"picker row {name!r} not found")
         obs = yield tap(obs, row)
     obs = yield tap(obs, find(obs, role="button", text="Done"))
     yield tap(obs, find(obs, role="button", text="Submit"))

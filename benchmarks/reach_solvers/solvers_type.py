@@ -143,7 +143,7 @@ def terminal(obs: Observation) -> Plan:
     obs = yield type_text("ls")
     obs = yield enter()
     files = _terminal_files(obs)
-    ext = re.search(r"extension (\.\w+)", goal)
+    ext = re.search(r"extension (\.[\w.]*\w)", goal)
     if ext:
         chosen = [f for f in files if f.endswith(ext.group(1))]
     elif "no file extension" in goal:

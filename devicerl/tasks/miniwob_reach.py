@@ -45,7 +45,7 @@ NEEDS: dict[str, tuple[ActionKind, ...]] = {
     "choose-list": (SELECT, TAP),
     "circle-center": (POINT, TAP),
     "click-button": (TAP,),
-    "click-button-sequence": (TAP,),
+    "click-button-sequence": (TAP, POINT),
     "click-checkboxes": (TAP,),
     "click-checkboxes-large": (TAP,),
     "click-checkboxes-soft": (TAP,),
@@ -72,8 +72,8 @@ NEEDS: dict[str, tuple[ActionKind, ...]] = {
     "click-tab-2-hard": (TAP,),
     "click-tab-2-medium": (TAP,),
     "click-test": (TAP,),
-    "click-test-2": (TAP,),
-    "click-test-transfer": (TAP,),
+    "click-test-2": (TAP, POINT),  # buttons may overlap: tap an uncovered point
+    "click-test-transfer": (TAP, POINT),
     "click-widget": (TAP,),
     "copy-paste": (TAP, PAGE),
     "copy-paste-2": (TAP, PAGE),
@@ -176,8 +176,8 @@ OUTSIDE: dict[str, str] = {
     "a phone has no hover, a tap is an instant",
 }
 
-#: Tasks that need keys or modifiers the AitW action space lacks (on a desktop page, or for
-#: some instances), and what our device does about it.
+#: Tasks that need keys, modifiers or a resting pointer the AitW action space lacks (on a
+#: desktop page, or for some instances), and what our device does about it.
 KEYS: dict[str, str] = {
     "click-scroll-list": "a desktop <select multiple> needs Ctrl/Shift-click to pick several "
     "options; reachable through the phone-style picker (a tap toggles an option)",
@@ -188,6 +188,8 @@ KEYS: dict[str, str] = {
     "values lie between pixels: only the arrow keys reach them; the other instances are "
     "reachable by dragging",
     "use-slider-2": "as use-slider",
+    "click-menu": "a nested item's submenu opens on hover only; a tap on its parent selects "
+    "the parent, which ends the episode (-1); only top-level targets are reachable by taps",
 }
 
 
@@ -218,9 +220,7 @@ def reach_rows(tasks: Iterable[str], agent_kinds: Iterable[ActionKind]) -> list[
             raise KeyError(f"MiniWoB task {name!r} has no entry in miniwob_reach.NEEDS")
         needs = NEEDS[name]
         missing = tuple(k for k in needs if k not in have)
-        rows.append(
-            ReachRow(name, needs, missing, OUTSIDE.get(name, ""), KEYS.get(name, ""))
-        )
+        rows.append(ReachRow(name, needs, missing, OUTSIDE.get(name, ""), KEYS.get(name, "")))
     return rows
 
 
