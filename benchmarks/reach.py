@@ -22,7 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.reach_solvers import SOLVERS, Episode, run_episode
+from reach_solvers import SOLVERS, Episode, run_episode
+
 from devicerl.agents.capabilities import ActionKind
 from devicerl.envs import make
 from devicerl.tasks.miniwob import step_budget

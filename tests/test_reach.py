@@ -168,13 +168,7 @@ SOLVER_SAMPLE = ("click-scroll-list", "enter-date", "copy-paste", "terminal", "f
 
 @pytest.mark.browser
 def test_scripted_solvers_cover_every_kind(env):
-    import sys
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    from benchmarks.reach_solvers import SOLVERS, run_episode
+    from reach_solvers import SOLVERS, run_episode  # benchmarks/ (see conftest.py)
 
     covered = set()
     for task in SOLVER_SAMPLE:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from PIL import ImageColor
 
-from benchmarks.reach_solvers.kit import (
+from devicerl.actions import Action
+from devicerl.agents.capabilities import ActionKind
+from devicerl.records import Observation, UIElement
+from reach_solvers.kit import (
     Plan,
     drag,
     field,
@@ -15,9 +18,6 @@ from benchmarks.reach_solvers.kit import (
     solver,
     tap,
 )
-from devicerl.actions import Action
-from devicerl.agents.capabilities import ActionKind
-from devicerl.records import Observation, UIElement
 
 TAP, POINT, DRAG, PIXELS = ActionKind.TAP, ActionKind.POINT, ActionKind.DRAG, ActionKind.PIXELS
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.reach_solvers.kit import (
+from devicerl.agents.capabilities import ActionKind
+from devicerl.records import Observation, UIElement
+from reach_solvers.kit import (
     Plan,
     drag,
     field,
@@ -17,8 +19,6 @@ from benchmarks.reach_solvers.kit import (
     tap,
     tap_uncovered,
 )
-from devicerl.agents.capabilities import ActionKind
-from devicerl.records import Observation, UIElement
 
 TAP, POINT, SELECT, SCROLL = ActionKind.TAP, ActionKind.POINT, ActionKind.SELECT, ActionKind.SCROLL
 

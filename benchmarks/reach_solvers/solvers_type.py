@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from benchmarks.reach_solvers.kit import (
+from devicerl.agents.capabilities import ActionKind
+from devicerl.records import Observation
+from reach_solvers.kit import (
     Plan,
     enter,
     field,
@@ -15,8 +17,6 @@ from benchmarks.reach_solvers.kit import (
     tap,
     type_text,
 )
-from devicerl.agents.capabilities import ActionKind
-from devicerl.records import Observation
 
 TAP = ActionKind.TAP
 INSTR, PAGE = ActionKind.TYPE_INSTRUCTION, ActionKind.TYPE_PAGE
