@@ -8,6 +8,7 @@ live here, where importing them costs no torch. `devicerl.agents.autoui`, `small
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -18,6 +19,8 @@ INSTR_FEATURES = 7
 ELEM_FEATURES = 20
 #: Extra columns (appended) with ``history`` on: per token, per element, and global ones.
 INSTR_HISTORY, ELEM_HISTORY = 2, 2
+#: The pixel CNN downsamples by this factor (the element pooling masks are on its output grid).
+PIXEL_STRIDE = 4
 
 
 def _opt(default: Any, help: str, **bounds: float) -> Any:
@@ -44,6 +47,18 @@ class FeatureConfig:
     role_mention: bool = _opt(
         True, "per element: whether the instruction names its kind (text, button, link)"
     )
+    dom_flags: bool = _opt(
+        True,
+        "the DOM's clickable / focused / editable flags (a phone's screen gives none; off: "
+        "those features are zero and never decide which elements are kept)",
+    )
+    pixels: bool = _opt(
+        False, "per-element and per-grid-cell features of the screenshot from a small CNN"
+    )
+    pixel_size: tuple[int, int] = _opt(
+        (96, 128), "(width, height) the CNN's screenshot is downscaled to (multiples of 4)"
+    )
+    elem_words: int = _opt(0, "words of each element's text kept for page-text spans", min=0)
 
     @property
     def instr_features(self) -> int:
@@ -56,6 +71,9 @@ class FeatureConfig:
     def __post_init__(self) -> None:
         if self.screenshot_size is not None:
             self.screenshot_size = (int(self.screenshot_size[0]), int(self.screenshot_size[1]))
+        self.pixel_size = (int(self.pixel_size[0]), int(self.pixel_size[1]))
+        if min(self.pixel_size) < PIXEL_STRIDE or any(v % PIXEL_STRIDE for v in self.pixel_size):
+            raise ValueError(f"pixel_size {self.pixel_size}: sides must be multiples of 4")
 
 
 @dataclass
@@ -125,10 +143,31 @@ class SmallAgentConfig:
     )
     seed: int = _opt(0, "seed of the initial weights", min=0)
     features: FeatureConfig = field(default_factory=FeatureConfig)
+    # Options beyond element taps and instruction spans (docs/agent-actions.md); all off by
+    # default, so agents saved before them load with them off.
+    point_actions: bool = _opt(
+        False,
+        "taps at any point and drags from any point to any point: an anchor (a grid cell or an "
+        "element's box), then one of offsets x offsets positions inside it",
+    )
+    grid: tuple[int, int] = _opt(
+        (8, 8), "(columns, rows) of the coarse screen grid of point anchors and pixel cells"
+    )
+    offsets: int = _opt(4, "positions per side inside an anchor", min=1)
+    page_text: bool = _opt(False, "type spans of an element's text (page text)")
+    free_text: bool = _opt(
+        False, "type any text with a character decoder that copies instruction characters"
+    )
+    max_chars: int = _opt(24, "longest text the character decoder writes", min=1)
 
     def __post_init__(self) -> None:
         if isinstance(self.features, dict):
             self.features = FeatureConfig(**self.features)
+        self.grid = (int(self.grid[0]), int(self.grid[1]))
+        if min(self.grid) < 1 or self.offsets < 1 or self.max_chars < 1:
+            raise ValueError("grid, offsets and max_chars must be >= 1")
+        if self.page_text and not self.features.elem_words:
+            self.features = dataclasses.replace(self.features, elem_words=12)
         if self.allowed_types is not None:
             self.allowed_types = tuple(ActionType(t).value for t in self.allowed_types)
         if self.d_model % self.n_heads:
@@ -140,3 +179,8 @@ class SmallAgentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def n_cells(self) -> int:
+        """Grid cells the encoder adds as tokens (0 when nothing uses them)."""
+        return self.grid[0] * self.grid[1] if self.point_actions or self.features.pixels else 0

@@ -36,7 +36,7 @@ import torch
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.config import ELEM_FEATURES as ELEM_FEATURES  # re-export
-from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, FeatureConfig
+from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
 from devicerl.agents.config import INSTR_FEATURES as INSTR_FEATURES  # re-export
 from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
@@ -48,6 +48,8 @@ INSTR_OVERLAP = slice(0, 2)
 #: Column of the "inside quotes" instruction feature.
 INSTR_QUOTED = 5
 ELEM_OVERLAP = slice(15, 20)
+#: Columns of the DOM flags (clickable, focused, editable), zeroed when ``dom_flags`` is off.
+ELEM_DOM_FLAGS = slice(9, 12)
 ROLE_BUCKETS = 256
 
 
@@ -60,6 +62,8 @@ class ObsMeta:
     elements: list[UIElement]
     tap_points: list[tuple[float, float]]
     screen_size: tuple[int, int]
+    #: Per kept element, the character spans of its first ``elem_words`` text words.
+    elem_words: list[list[tuple[int, int]]] = field(default_factory=list)
 
 
 @dataclass
@@ -76,6 +80,11 @@ class FeatureBatch:
     screenshot: torch.Tensor | None  # [B, 3, H, W] float in [0, 1]
     meta: list[ObsMeta] = field(default_factory=list)
     history: torch.Tensor | None = None  # [B, GLOBAL_HISTORY] with ``history`` on
+    pixels: torch.Tensor | None = None  # [B, 3, H, W] in [0, 1] with ``pixels`` on
+    #: [B, Le, H/4 * W/4]: each element's share of the CNN output cells (rows sum to 1)
+    elem_pool: torch.Tensor | None = None
+    elem_word_ids: torch.Tensor | None = None  # [B, Le, elem_words, P] with ``elem_words``
+    elem_word_mask: torch.Tensor | None = None  # [B, Le, elem_words] bool
 
     def to(self, device: torch.device | str) -> FeatureBatch:
         moved: dict[str, Any] = {}
@@ -108,13 +117,13 @@ def _find_words(hay: list[str], needle: list[str]) -> int:
     return -1
 
 
-def _keep_elements(elements: list[UIElement], limit: int) -> list[UIElement]:
+def _keep_elements(elements: list[UIElement], limit: int, flags: bool = True) -> list[UIElement]:
     if len(elements) <= limit:
         return list(elements)
     ranked = sorted(
         range(len(elements)),
         key=lambda i: (
-            not (elements[i].clickable or elements[i].editable),
+            flags and not (elements[i].clickable or elements[i].editable),
             not (elements[i].text or elements[i].value),
             i,
         ),
@@ -347,7 +356,9 @@ class Featurizer:
         if not cfg.overlap_features:
             instr_feats[:, :, INSTR_OVERLAP] = 0.0
             elem_feats[:, :, ELEM_OVERLAP] = 0.0
-        return FeatureBatch(
+        if not cfg.dom_flags:
+            elem_feats[:, :, ELEM_DOM_FLAGS] = 0.0
+        batch = FeatureBatch(
             torch.from_numpy(instr_ids),
             torch.from_numpy(instr_feats),
             torch.from_numpy(instr_mask),
@@ -361,11 +372,54 @@ class Featurizer:
             if cfg.history
             else None,
         )
+        if cfg.pixels:
+            batch.pixels, batch.elem_pool = self._pixels(observations, rows, le)
+        if cfg.elem_words:
+            batch.elem_word_ids, batch.elem_word_mask = self._elem_words(rows, le)
+        return batch
+
+    def _pixels(self, observations: list[Observation], rows, le: int):
+        """The downscaled screenshots and each element's pooling weights over the CNN's output
+        cells: the cells whose centre lies inside its box, else the cell under its centre."""
+        from PIL import Image
+
+        w, h = self.config.pixel_size
+        fw, fh = w // PIXEL_STRIDE, h // PIXEL_STRIDE
+        img = np.zeros((len(observations), 3, h, w), np.float32)
+        pool = np.zeros((len(observations), le, fh * fw), np.float32)
+        cx = (np.arange(fw) + 0.5) / fw
+        cy = (np.arange(fh) + 0.5) / fh
+        for i, (o, r) in enumerate(zip(observations, rows)):
+            if o.screenshot is not None:
+                im = Image.fromarray(np.ascontiguousarray(o.screenshot)).resize((w, h))
+                img[i] = np.asarray(im, np.float32).transpose(2, 0, 1) / 255.0
+            sw, sh = r["meta"].screen_size
+            for j, el in enumerate(r["meta"].elements):
+                left, top, right, bottom = el.bbox
+                mx = (cx >= left / sw) & (cx <= right / sw)
+                my = (cy >= top / sh) & (cy <= bottom / sh)
+                cells = np.outer(my, mx).reshape(-1).astype(np.float32)
+                if not cells.any():
+                    px, py = tap_point(el, (sw, sh))
+                    cells[min(int(py * fh), fh - 1) * fw + min(int(px * fw), fw - 1)] = 1.0
+                pool[i, j] = cells / cells.sum()
+        return torch.from_numpy(img), torch.from_numpy(pool)
+
+    def _elem_words(self, rows, le: int):
+        cfg = self.config
+        ids = np.zeros((len(rows), le, cfg.elem_words, cfg.pieces_per_word), np.int64)
+        mask = np.zeros((len(rows), le, cfg.elem_words), bool)
+        for i, r in enumerate(rows):
+            for j, words in enumerate(r["el_word_ids"]):
+                for k, w in enumerate(words):
+                    ids[i, j, k, : len(w)] = w
+                    mask[i, j, k] = True
+        return torch.from_numpy(ids), torch.from_numpy(mask)
 
     def _one(self, obs: Observation) -> dict[str, Any]:
         cfg, tok = self.config, self.tokenizer
         tokens = split_words(obs.instruction)[: cfg.max_instr_tokens]
-        elements = _keep_elements(obs.elements, cfg.max_elements)
+        elements = _keep_elements(obs.elements, cfg.max_elements, cfg.dom_flags)
         instr_words = [t.lower() for t, _, _ in tokens]
         el_ids = []
         for el in elements:
@@ -387,6 +441,10 @@ class Featurizer:
             "el_feats": [_element_features(el, obs, instr_words) for el in elements],
             "meta": meta,
         }
+        if cfg.elem_words:
+            words = [split_words(el.text)[: cfg.elem_words] for el in elements]
+            meta.elem_words = [[(a, b) for _, a, b in ws] for ws in words]
+            row["el_word_ids"] = [[tok.word_ids(t) for t, _, _ in ws] for ws in words]
         if cfg.role_mention:
             row["el_feats"] = [
                 [*f, float(role_mentioned(el.role, instr_words))]

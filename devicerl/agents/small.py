@@ -31,22 +31,39 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 
 from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
 from devicerl.agents.small_net import (
+    BASIC_GESTURES,
+    DRAG,
     GESTURES,
-    MASKED,
-    HeadLogits,
+    POINT,
     SmallAgentConfig,
     SmallPolicyNet,
 )
+from devicerl.agents.small_paths import (
+    Alternatives,
+    Explore,
+    Extras,
+    HeadLogProbs,
+    build_point_action,
+    build_text,
+    dual_point_target,
+    head_log_probs,
+    lift_log_probs,
+    points_of,
+    score_alternatives,
+    type_target,
+    with_floor,
+)
+from devicerl.agents.small_text import CharSource
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
 from devicerl.errors import DataError
 from devicerl.records import Observation
@@ -59,8 +76,7 @@ UNREPRESENTABLE_LOG_PROB = -50.0
 SWIPE_LENGTH = 0.3
 _SWIPE_VECTORS = {"up": (0.0, -1.0), "down": (0.0, 1.0), "left": (-1.0, 0.0), "right": (1.0, 0.0)}
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "small_agent.json"
-#: An exploration floor: one level for the batch, or one per observation ([B, 1] tensor).
-Explore = float | torch.Tensor
+__all__ = ["Explore", "HeadLogProbs", "SmallAgent", "head_log_probs", "with_floor"]
 
 
 @dataclass
@@ -73,36 +89,8 @@ class ActionTarget:
     spans: list[tuple[int, int]] | None = None
     exact: bool = True
     note: str = ""
-
-
-class HeadLogProbs(NamedTuple):
-    type: torch.Tensor
-    gesture: torch.Tensor
-    element: torch.Tensor
-    span: torch.Tensor  # [B, Li(start), Li(end)]: log p(start) + log p(end | start)
-
-
-def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch.Tensor:
-    """log((1 - eps) p + eps u), u uniform over the options that are not masked (``eps``: one
-    level, or one per row as a [B, 1] tensor)."""
-    if isinstance(eps, float | int) and eps <= 0:
-        return log_p
-    valid = logits > MASKED / 2
-    uniform = valid / valid.sum(-1, keepdim=True).clamp(min=1)
-    mixed = (1 - eps) * log_p.exp() + eps * uniform
-    return torch.where(valid, mixed.clamp(min=1e-30).log(), log_p)
-
-
-def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.0) -> HeadLogProbs:
-    t = float(temperature)
-    start = F.log_softmax(logits.start / t, -1)
-    end = F.log_softmax(logits.end / t, -1)
-    return HeadLogProbs(
-        with_floor(F.log_softmax(logits.type / t, -1), logits.type, explore),
-        F.log_softmax(logits.gesture / t, -1),
-        with_floor(F.log_softmax(logits.element / t, -1), logits.element, explore),
-        start.unsqueeze(-1) + end,
-    )
+    #: With the optional paths on: every path that gives the action (scored as their sum).
+    alternatives: Alternatives | None = None
 
 
 def swipe_action(direction: str) -> Action:
@@ -133,6 +121,14 @@ def _type_target(meta: ObsMeta, text: str, max_span: int) -> tuple[list[tuple[in
         if all(t in words for t in seg) and (not best or e - s > best[0][1] - best[0][0]):
             best = [(s, e)]
     return best, False
+
+
+def _unravel(flat: int, shape: torch.Size) -> list[int]:
+    out = []
+    for n in reversed(shape):
+        flat, r = divmod(flat, int(n))
+        out.append(r)
+    return out[::-1]
 
 
 class SmallAgent(TorchPolicy):
@@ -196,41 +192,95 @@ class SmallAgent(TorchPolicy):
         with torch.no_grad():
             lp = self.head_log_probs(batch, explore)
             choice = self._choose(lp, greedy)
+            more = self._choose_more(lp, batch.meta, choice, greedy)
         samples = []
         targets = []
         for b, meta in enumerate(batch.meta):
-            action, extras = self._build(meta, *(int(c[b]) for c in choice))
+            action, extras = self._build(meta, *(int(c[b]) for c in choice), more[b])
             targets.append(self.action_target(meta, action))
             samples.append(ActionSample(action, None, 0.0, extras))
-        scores = self._score(lp, targets)
+        with torch.no_grad():
+            scores = self._score(lp, targets, batch.meta)
         for s, v in zip(samples, scores.tolist()):
             s.log_prob = float(v)
             s.extras["policy_version"] = self.version
         return samples
 
+    def _pick(self, logp: torch.Tensor, greedy: bool) -> torch.Tensor:
+        if greedy:
+            return logp.argmax(-1)
+        probs = logp.exp().float().cpu()
+        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+
     def _choose(self, lp: HeadLogProbs, greedy: bool) -> list[torch.Tensor]:
         def pick(logp: torch.Tensor) -> torch.Tensor:
-            if greedy:
-                return logp.argmax(-1)
-            probs = logp.exp().float().cpu()
-            return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            return self._pick(logp, greedy)
 
         start = pick(lp.span.logsumexp(-1)).to(lp.span.device)
         rows = torch.arange(start.shape[0], device=lp.span.device)
         end_lp = lp.span[rows, start]
         return [pick(lp.type), pick(lp.gesture), pick(lp.element), start, pick(end_lp)]
 
-    def _build(self, meta: ObsMeta, t: int, g: int, e: int, s: int, end: int):
+    def _choose_more(
+        self, lp: HeadLogProbs, metas: list[ObsMeta], choice: list[torch.Tensor], greedy: bool
+    ) -> list[dict[str, Any]]:
+        """The optional paths' choices per row: touch and lift points, text source, page span,
+        free text (only the parts the chosen type and gesture use are drawn beyond the first)."""
+        more: list[dict[str, Any]] = [{} for _ in metas]
+        kinds = [VALID_TYPES[int(t)] for t in choice[0]]
+        if lp.point is not None:
+            k2 = lp.point.shape[-1]
+            for b, flat in enumerate(self._pick(lp.point.flatten(1), greedy).tolist()):
+                more[b]["touch"] = divmod(int(flat), k2)
+            drags = [
+                b
+                for b, k in enumerate(kinds)
+                if k is ActionType.DUAL_POINT and int(choice[1][b]) == DRAG
+            ]
+            if drags:
+                xy = [points_of(metas[b], self.module)[more[b]["touch"]] for b in drags]
+                touch = torch.from_numpy(np.asarray(xy, np.float32)).to(self.device)
+                lift = lift_log_probs(self.module, lp, drags, touch, self.temperature)
+                for b, flat in zip(drags, self._pick(lift.flatten(1), greedy).tolist()):
+                    more[b]["lift"] = divmod(int(flat), k2)
+        if lp.source is not None:
+            for b, src in enumerate(self._pick(lp.source, greedy).tolist()):
+                more[b]["source"] = int(src)
+            if lp.page is not None:
+                shape = lp.page.shape[1:]
+                for b, flat in enumerate(self._pick(lp.page.flatten(1), greedy).tolist()):
+                    more[b]["page"] = tuple(int(v) for v in _unravel(int(flat), shape))
+            free = [
+                b for b, k in enumerate(kinds) if k is ActionType.TYPE and more[b]["source"] == 2
+            ]
+            if free:
+                assert self.module.chars is not None and lp.enc is not None
+                src = CharSource(metas, self.device)
+                mem = self.module.chars.memory(lp.enc.instr, src)
+                texts = self.module.chars.sample(
+                    lp.enc.global_state, mem, src, free, self.temperature, self.generator, greedy
+                )
+                for b, text in zip(free, texts):
+                    more[b]["free"] = text
+        return more
+
+    def _build(self, meta: ObsMeta, t: int, g: int, e: int, s: int, end: int, more: dict[str, Any]):
         kind = VALID_TYPES[t]
         extras: dict[str, Any] = {"type": kind.value}
         if kind is ActionType.DUAL_POINT:
             extras["gesture"] = GESTURES[g]
+            if g in (POINT, DRAG):  # a lift point is drawn for drags only
+                return build_point_action(meta, self.module, more), extras
             if g > 0:
                 return swipe_action(GESTURES[g]), extras
             if not meta.elements:
                 return Action.invalid("", "small agent: no element to tap"), extras
             extras["element"] = meta.elements[e].id
             return Action.tap(*meta.tap_points[e]), extras
+        if kind is ActionType.TYPE and "source" in more:
+            extras["source"] = ("instruction", "page", "free")[more["source"]]
+            if more["source"] > 0:
+                return Action.type_text(build_text(meta, more)), extras
         if kind is ActionType.TYPE:
             if not meta.token_spans:
                 return Action.invalid("", "small agent: empty instruction to type from"), extras
@@ -244,6 +294,9 @@ class SmallAgent(TorchPolicy):
         if action.type is ActionType.INVALID:
             return ActionTarget(None, exact=False, note="invalid action")
         t = VALID_TYPES.index(action.type)
+        if action.type is ActionType.DUAL_POINT and self.config.point_actions:
+            alt, exact, note = dual_point_target(meta, self.module, action, self._swipes)
+            return ActionTarget(t, elements=alt.elements, exact=exact, note=note, alternatives=alt)
         if action.type is ActionType.DUAL_POINT:
             assert action.touch is not None
             if action.is_swipe:
@@ -256,17 +309,36 @@ class SmallAgent(TorchPolicy):
             return ActionTarget(t, 0, elements=elements, exact=exact, note=note)
         if action.type is ActionType.TYPE:
             spans, exact = _type_target(meta, action.text, self.config.max_span)
+            if self.module.source_head is not None:
+                alt, exact, note = type_target(meta, self.config, action.text, spans, exact)
+                return ActionTarget(t, spans=alt.spans, exact=exact, note=note, alternatives=alt)
             return ActionTarget(t, spans=spans, exact=exact, note="" if exact else "typed text")
         return ActionTarget(t)
 
-    def _score(self, lp: HeadLogProbs, targets: list[ActionTarget]) -> torch.Tensor:
+    @property
+    def _swipes(self) -> dict[int, Action]:
+        """The fixed swipes by gesture index (none when ``swipes`` is off)."""
+        if not self.config.swipes:
+            return {}
+        return {g: swipe_action(GESTURES[g]) for g in range(1, BASIC_GESTURES)}
+
+    def _score(
+        self, lp: HeadLogProbs, targets: list[ActionTarget], metas: list[ObsMeta]
+    ) -> torch.Tensor:
         floor = torch.tensor(UNREPRESENTABLE_LOG_PROB, device=lp.type.device)
+        extras = Extras(self.module, lp, metas)
+        extras.prepare(targets, self.temperature)
         out = []
         for b, tg in enumerate(targets):
             if tg.type_idx is None:
                 out.append(floor + 0.0 * lp.type[b].sum())
                 continue
             s = lp.type[b, tg.type_idx]
+            if tg.alternatives is not None:
+                kind = VALID_TYPES[tg.type_idx]
+                rest = score_alternatives(lp, b, tg.alternatives, kind, extras)
+                out.append(s + (floor if rest is None else rest))
+                continue
             if tg.gesture is not None:
                 s = s + lp.gesture[b, tg.gesture]
             if tg.elements is not None:
@@ -306,7 +378,7 @@ class SmallAgent(TorchPolicy):
         batch = self.featurize(observations)
         lp = self.head_log_probs(batch)
         targets = [self.action_target(m, a) for m, a in zip(batch.meta, actions)]
-        return self._score(lp, targets)
+        return self._score(lp, targets, batch.meta)
 
     # -- persistence -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -334,7 +406,9 @@ class SmallAgent(TorchPolicy):
         try:
             self.module.load_state_dict(state)
         except RuntimeError as e:
-            raise DataError(f"{src}: weights do not fit this agent's config ({e})") from None
+            detail = " ".join(str(e).split())  # one line
+            detail = detail if len(detail) < 300 else detail[:297] + "..."
+            raise DataError(f"{src}: weights do not fit this agent's config ({detail})") from None
         self.version = int(meta.get("version", 0))
 
     @classmethod

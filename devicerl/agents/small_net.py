@@ -23,9 +23,17 @@ from devicerl.agents.featurize import (
     ROLE_BUCKETS,
     FeatureBatch,
 )
+from devicerl.agents.pixels import PixelCNN, pool_cells, pool_elements
+from devicerl.agents.small_point import PointHeads
+from devicerl.agents.small_text import CharDecoder, PageTextHeads
 
-#: Sub-choices of a DUAL_POINT action: a tap on an element, or a swipe in a direction.
-GESTURES = ("tap", "up", "down", "left", "right")
+#: Sub-choices of a DUAL_POINT action: a tap on an element's centre, a swipe in a direction
+#: from the screen centre, and with ``point_actions`` a tap at a chosen point or a drag
+#: between two chosen points.
+GESTURES = ("tap", "up", "down", "left", "right", "point", "drag")
+#: Gestures of an agent without ``point_actions``.
+BASIC_GESTURES = 5
+POINT, DRAG = GESTURES.index("point"), GESTURES.index("drag")
 #: Logit given to impossible choices (finite, so log-softmax and gradients stay finite).
 MASKED = -1e9
 _DUAL = VALID_TYPES.index(ActionType.DUAL_POINT)
@@ -40,6 +48,7 @@ class Encoded(NamedTuple):
     elems: torch.Tensor  # [B, Le, d]
     instr_mask: torch.Tensor  # [B, Li]
     elem_mask: torch.Tensor  # [B, Le]
+    cells: torch.Tensor | None = None  # [B, n_cells, d] (see SmallAgentConfig.n_cells)
 
 
 class HeadLogits(NamedTuple):
@@ -50,6 +59,21 @@ class HeadLogits(NamedTuple):
     element: torch.Tensor  # [B, Le]
     start: torch.Tensor  # [B, Li]
     end: torch.Tensor  # [B, Li(start), Li(end)]
+    #: The encoder's outputs, for heads computed after a first choice (drag lift, free text).
+    enc: Encoded | None = None
+    #: [B, Le + n_cells] anchor and [B, Le + n_cells, offsets^2] offset logits of a touch point
+    touch: tuple[torch.Tensor, torch.Tensor] | None = None
+    source: torch.Tensor | None = None  # [B, 3] typed-text source (instruction, page, free)
+    #: page-text spans: element [B, Le], start [B, Le, W], end [B, Le, W, W]
+    page: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+
+def cell_boxes(grid: tuple[int, int]) -> torch.Tensor:
+    """Normalised (left, top, right, bottom) of each grid cell, row by row: [cols * rows, 4]."""
+    cols, rows = grid
+    c = torch.arange(cols * rows)
+    x, y = (c % cols).float(), (c // cols).float()
+    return torch.stack([x / cols, y / rows, (x + 1) / cols, (y + 1) / rows], 1)
 
 
 class SmallEncoder(nn.Module):
@@ -80,6 +104,18 @@ class SmallEncoder(nn.Module):
             layer, cfg.n_layers, norm=nn.LayerNorm(d), enable_nested_tensor=False
         )
         self.in_norm = nn.LayerNorm(d)
+        # Later additions, built only when on (so older configs initialise exactly as before).
+        self.cnn: PixelCNN | None = None
+        if fc.pixels:
+            self.cnn = PixelCNN()
+            self.pixel_elems = nn.Linear(self.cnn.out_channels, d)
+        self.n_cells, self.grid = cfg.n_cells, cfg.grid
+        if self.n_cells:
+            self.cell_pos = nn.Parameter(torch.randn(self.n_cells, d) * 0.02)
+            self.cell_geom = nn.Linear(4, d)
+            self.register_buffer("cell_boxes", cell_boxes(cfg.grid), persistent=False)
+            if self.cnn is not None:
+                self.pixel_cells = nn.Linear(self.cnn.out_channels, d)
 
     def _bag(self, ids: torch.Tensor) -> torch.Tensor:
         b, n, p = ids.shape
@@ -99,6 +135,10 @@ class SmallEncoder(nn.Module):
             + self.elem_feats(batch.elem_feats)
             + self.kinds.weight[2]
         )
+        fmap = None
+        if self.cnn is not None and batch.pixels is not None and batch.elem_pool is not None:
+            fmap = self.cnn(batch.pixels)
+            elems = elems + self.pixel_elems(pool_elements(fmap, batch.elem_pool))
         glob = (self.global_token + self.kinds.weight[0]).expand(b, 1, -1)
         if self.history is not None and batch.history is not None:
             glob = glob + self.history(batch.history).unsqueeze(1)
@@ -108,10 +148,21 @@ class SmallEncoder(nn.Module):
             img = self.patches(batch.screenshot).flatten(2).transpose(1, 2)
             parts.append(img + self.patch_pos + self.kinds.weight[3])
             masks.append(batch.instr_mask.new_ones(b, img.shape[1]))
+        if self.n_cells:
+            boxes = self.cell_boxes
+            geom = torch.cat([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, 2:] - boxes[:, :2]], 1)
+            cells = (self.cell_pos + self.cell_geom(geom)).expand(b, -1, -1)
+            if fmap is not None:
+                cells = cells + self.pixel_cells(pool_cells(fmap, self.grid))
+            parts.append(cells + self.kinds.weight[0])
+            masks.append(batch.instr_mask.new_ones(b, self.n_cells))
         x = self.in_norm(torch.cat(parts, 1))
         x = self.transformer(x, src_key_padding_mask=~torch.cat(masks, 1))
         le = batch.elem_mask.shape[1]
-        return Encoded(x[:, 0], x[:, 1 : 1 + li], x[:, 1 + li : 1 + li + le], *masks[1:3])
+        cell_states = x[:, x.shape[1] - self.n_cells :] if self.n_cells else None
+        return Encoded(
+            x[:, 0], x[:, 1 : 1 + li], x[:, 1 + li : 1 + li + le], *masks[1:3], cell_states
+        )
 
 
 class SmallPolicyNet(nn.Module):
@@ -123,7 +174,7 @@ class SmallPolicyNet(nn.Module):
         self.cfg = cfg
         self.encoder = SmallEncoder(cfg)
         self.type_head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, len(VALID_TYPES)))
-        self.gesture_head = nn.Linear(d, len(GESTURES))
+        self.gesture_head = nn.Linear(d, BASIC_GESTURES)
         self.elem_query, self.elem_key = nn.Linear(d, d), nn.Linear(d, d)
         self.elem_score = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
         self.start_query, self.start_key = nn.Linear(d, d), nn.Linear(d, d)
@@ -141,21 +192,70 @@ class SmallPolicyNet(nn.Module):
             allowed = torch.tensor([t.value in cfg.allowed_types for t in VALID_TYPES])
         self.register_buffer("allowed_types", allowed, persistent=False)
         self.quote_prior = nn.Parameter(torch.tensor(float(cfg.quote_prior)))
+        # Later additions, built only when on (older configs initialise exactly as before).
+        self.more_gestures = nn.Linear(d, 2) if cfg.point_actions else None
+        self.points = PointHeads(d, cfg.offsets) if cfg.point_actions else None
+        self.source_head = nn.Linear(d, 3) if cfg.page_text or cfg.free_text else None
+        self.page = (
+            PageTextHeads(d, cfg.features.elem_words, cfg.max_span) if cfg.page_text else None
+        )
+        self.chars = CharDecoder(d, cfg.max_chars) if cfg.free_text else None
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
         enc = self.encoder(batch)
-        return self.heads(enc, batch.instr_feats[..., INSTR_QUOTED])
+        return self.heads(enc, batch.instr_feats[..., INSTR_QUOTED], batch)
 
-    def heads(self, enc: Encoded, quoted: torch.Tensor | None = None) -> HeadLogits:
+    def anchors(self, enc: Encoded) -> tuple[torch.Tensor, torch.Tensor]:
+        """Point anchors (grid cells, then elements) and their mask."""
+        assert enc.cells is not None
+        mask = torch.cat([enc.elem_mask.new_ones(enc.cells.shape[:2]), enc.elem_mask], 1)
+        return torch.cat([enc.cells, enc.elems], 1), mask
+
+    def lift(self, enc: Encoded, touch_xy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Masked anchor and offset logits of a drag's lift point, given its touch point."""
+        assert self.points is not None
+        anchors, mask = self.anchors(enc)
+        logits, offsets = self.points.lift_logits(enc.global_state, anchors, touch_xy)
+        return logits.masked_fill(~mask, MASKED), offsets
+
+    def heads(
+        self, enc: Encoded, quoted: torch.Tensor | None = None, batch: FeatureBatch | None = None
+    ) -> HeadLogits:
         cfg, scale = self.cfg, 1.0 / math.sqrt(self.cfg.d_model)
         g, instr, elems = enc.global_state, enc.instr, enc.elems
         has_elems, has_tokens = enc.elem_mask.any(1), enc.instr_mask.any(1)
         type_ok = self.allowed_types.expand(g.shape[0], -1).clone()
-        type_ok[:, _DUAL] &= has_elems | cfg.swipes
-        type_ok[:, _TYPE] &= has_tokens
-        gest_ok = torch.zeros(g.shape[0], len(GESTURES), dtype=torch.bool, device=g.device)
+        type_ok[:, _DUAL] &= has_elems | cfg.swipes | cfg.point_actions
+        n_gest = BASIC_GESTURES + (2 if cfg.point_actions else 0)
+        gest_ok = torch.zeros(g.shape[0], n_gest, dtype=torch.bool, device=g.device)
         gest_ok[:, 0] = has_elems
-        gest_ok[:, 1:] = cfg.swipes
+        gest_ok[:, 1:BASIC_GESTURES] = cfg.swipes
+        gest_ok[:, BASIC_GESTURES:] = True
+        gesture = self.gesture_head(g)
+        if self.more_gestures is not None:
+            gesture = torch.cat([gesture, self.more_gestures(g)], -1)
+        touch = None
+        if self.points is not None:
+            anchors, anchor_mask = self.anchors(enc)
+            t_logits, t_offsets = self.points.touch(g, anchors)
+            touch = (t_logits.masked_fill(~anchor_mask, MASKED), t_offsets)
+        page = None
+        has_page = torch.zeros_like(has_tokens)
+        if self.page is not None and batch is not None and batch.elem_word_ids is not None:
+            assert batch.elem_word_mask is not None
+            b, le, w, p = batch.elem_word_ids.shape
+            bags = self.encoder._bag(batch.elem_word_ids.reshape(b, le * w, p)).view(b, le, w, -1)
+            word_mask = batch.elem_word_mask & enc.elem_mask.unsqueeze(-1)
+            page = self.page(g, elems, bags, word_mask)
+            has_page = word_mask.flatten(1).any(1)
+        source = None
+        if self.source_head is not None:
+            src_ok = torch.stack(
+                [has_tokens, has_page, torch.full_like(has_tokens, cfg.free_text)], 1
+            )
+            source = self.source_head(g).masked_fill(~src_ok, MASKED)
+            has_tokens = src_ok.any(1)
+        type_ok[:, _TYPE] &= has_tokens
         elem = torch.einsum("bd,bnd->bn", self.elem_query(g), self.elem_key(elems)) * scale
         elem = elem + self.elem_score(elems).squeeze(-1)
         start = torch.einsum("bd,bnd->bn", self.start_query(g), self.start_key(instr)) * scale
@@ -175,8 +275,12 @@ class SmallPolicyNet(nn.Module):
         end_ok = end_ok.unsqueeze(0) & enc.instr_mask.unsqueeze(1)
         return HeadLogits(
             self.type_head(g).masked_fill(~type_ok, MASKED),
-            self.gesture_head(g).masked_fill(~gest_ok, MASKED),
+            gesture.masked_fill(~gest_ok, MASKED),
             elem.masked_fill(~enc.elem_mask, MASKED),
             start.masked_fill(~enc.instr_mask, MASKED),
             end.masked_fill(~end_ok, MASKED),
+            enc,
+            touch,
+            source,
+            page,
         )

@@ -1,0 +1,252 @@
+"""Typed text beyond instruction spans for the small agent.
+
+- Page text (`page_text`): a span of an element's text words: an element pointer, then start
+  and end pointers over its first ``elem_words`` words (MiniWoB++ read-table: type what a cell
+  says).
+- Free text (`free_text`): a character decoder (a GRU) with copy, for text that appears nowhere
+  verbatim (a case change, a sum). At each step it mixes writing a character from a small
+  vocabulary (printable ASCII) with copying one of the instruction's characters (attention over
+  them), and the vocabulary distribution also reads the attended characters, so "copy this
+  letter in upper case" is learnable. The probability of a character is the sum over every way
+  to produce it (generated, or copied from any position holding it), so the log-prob of a text
+  is exact and does not depend on how it was produced; a text ends with an end symbol, or at
+  ``max_chars`` characters.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from devicerl.agents.featurize import ObsMeta
+
+_FIRST, _LAST = 32, 126  # printable ASCII
+#: Output symbols: 0 ends the text, 1..95 are the printable ASCII characters.
+VOCAB = _LAST - _FIRST + 2
+#: Input symbol for a character outside the vocabulary (it can only be copied).
+UNK = VOCAB
+#: Instruction characters the decoder can copy from.
+MAX_SOURCE = 200
+_MASKED = -1e9
+
+
+def char_id(c: str) -> int:
+    o = ord(c)
+    return o - _FIRST + 1 if _FIRST <= o <= _LAST else UNK
+
+
+def can_write(text: str, source: str, max_chars: int) -> bool:
+    """True when the decoder can produce ``text`` (non-empty, short enough, every character
+    in the vocabulary or copyable from ``source``)."""
+    src = set(source[:MAX_SOURCE])
+    return 0 < len(text) <= max_chars and all(char_id(c) != UNK or c in src for c in text)
+
+
+def page_span_text(meta: ObsMeta, element: int, start: int, end: int) -> str:
+    words = meta.elem_words[element]
+    return meta.elements[element].text[words[start][0] : words[end][1]]
+
+
+def page_spans(meta: ObsMeta, text: str, max_span: int) -> list[tuple[int, int, int]]:
+    """The (element, start word, end word) spans whose text is exactly ``text``."""
+    out = []
+    for e, words in enumerate(meta.elem_words):
+        for s in range(len(words)):
+            for t in range(s, min(len(words), s + max_span)):
+                if page_span_text(meta, e, s, t) == text:
+                    out.append((e, s, t))
+    return out
+
+
+class PageTextHeads(nn.Module):
+    """Element, start-word and end-word pointers over the elements' text words."""
+
+    def __init__(self, d: int, words: int, max_span: int) -> None:
+        super().__init__()
+        self.max_span = max_span
+        self.word_pos = nn.Parameter(torch.zeros(words, d))
+        self.from_elem = nn.Linear(d, d)
+        self.elem_query, self.elem_key = nn.Linear(d, d), nn.Linear(d, d)
+        self.elem_score = nn.Linear(d, 1)
+        self.start_query, self.start_key = nn.Linear(d, d), nn.Linear(d, d)
+        self.start_score = nn.Linear(d, 1)
+        self.end_query, self.end_key = nn.Linear(d, d), nn.Linear(d, d)
+        self.end_score = nn.Linear(d, 1)
+
+    def forward(
+        self,
+        g: torch.Tensor,
+        elems: torch.Tensor,
+        word_bags: torch.Tensor,
+        word_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """g [B, d], elems [B, Le, d], word_bags [B, Le, W, d], word_mask [B, Le, W] -> masked
+        logits: element [B, Le], start [B, Le, W], end [B, Le, W, W]."""
+        scale = 1.0 / math.sqrt(g.shape[-1])
+        w = word_bags.shape[2]
+        words = word_bags + self.word_pos[:w] + self.from_elem(elems).unsqueeze(2)
+        has_words = word_mask.any(-1)
+        elem = torch.einsum("bd,bed->be", self.elem_query(g), self.elem_key(elems)) * scale
+        elem = (elem + self.elem_score(elems).squeeze(-1)).masked_fill(~has_words, _MASKED)
+        start = torch.einsum("bd,bewd->bew", self.start_query(g), self.start_key(words)) * scale
+        start = (start + self.start_score(words).squeeze(-1)).masked_fill(~word_mask, _MASKED)
+        end = torch.einsum("besd,betd->best", self.end_query(words), self.end_key(words)) * scale
+        end = end + self.end_score(words).squeeze(-1).unsqueeze(2)
+        idx = torch.arange(w, device=g.device)
+        offset = idx.view(1, -1) - idx.view(-1, 1)
+        ok = (offset >= 0) & (offset < self.max_span)
+        ok = ok.view(1, 1, w, w) & word_mask.unsqueeze(2)
+        return elem, start, end.masked_fill(~ok, _MASKED)
+
+
+class CharSource:
+    """The instruction characters a batch's decoder copies from (tensors on ``device``)."""
+
+    def __init__(self, metas: Sequence[ObsMeta], device: torch.device) -> None:
+        self.texts = [m.instruction[:MAX_SOURCE] for m in metas]
+        n = max(1, max(len(t) for t in self.texts))
+        ids = torch.zeros(len(metas), n, dtype=torch.long)
+        tok = torch.full((len(metas), n), -1, dtype=torch.long)
+        mask = torch.zeros(len(metas), n, dtype=torch.bool)
+        for b, (m, text) in enumerate(zip(metas, self.texts)):
+            ids[b, : len(text)] = torch.tensor([char_id(c) for c in text], dtype=torch.long)
+            mask[b, : len(text)] = True
+            for i, (s, e) in enumerate(m.token_spans):
+                tok[b, s : min(e, len(text))] = i
+        self.ids, self.tok, self.mask = ids.to(device), tok.to(device), mask.to(device)
+
+    def match(self, rows: Sequence[int], chars: Sequence[str]) -> torch.Tensor:
+        """[N, Ls] bool: source positions of row ``rows[i]`` holding character ``chars[i]``."""
+        out = torch.zeros(len(rows), self.ids.shape[1], dtype=torch.bool)
+        for i, (b, c) in enumerate(zip(rows, chars)):
+            if c:
+                for p, s in enumerate(self.texts[b]):
+                    if s == c:
+                        out[i, p] = True
+        return out.to(self.ids.device)
+
+
+class CharDecoder(nn.Module):
+    """The free-text decoder (see the module doc)."""
+
+    def __init__(self, d: int, max_chars: int) -> None:
+        super().__init__()
+        self.max_chars = max_chars
+        self.embed = nn.Embedding(VOCAB + 1, d)
+        self.from_token = nn.Linear(d, d)
+        self.init = nn.Linear(d, d)
+        self.cell = nn.GRUCell(d, d)
+        self.query, self.key = nn.Linear(d, d), nn.Linear(d, d)
+        self.vocab = nn.Linear(2 * d, VOCAB)
+        self.gate = nn.Linear(2 * d, 1)
+
+    def memory(self, instr: torch.Tensor, src: CharSource) -> torch.Tensor:
+        """Per source character: its embedding plus its instruction token's state."""
+        pad = F.pad(instr, (0, 0, 0, 1))  # index -1 -> the zero row
+        idx = src.tok.clamp(min=-1) % pad.shape[1]
+        tokens = torch.gather(pad, 1, idx.unsqueeze(-1).expand(-1, -1, pad.shape[-1]))
+        return self.embed(src.ids) + self.from_token(tokens)
+
+    def step(
+        self,
+        h: torch.Tensor,
+        prev: torch.Tensor,
+        mem: torch.Tensor,
+        mask: torch.Tensor,
+        temperature: float,
+        first: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step: the new state, log-probs of writing each vocabulary symbol [N, VOCAB] and
+        of copying each source position [N, Ls] (the two sum to one over all options)."""
+        h = self.cell(self.embed(prev), h)
+        scale = 1.0 / math.sqrt(h.shape[-1])
+        att = torch.einsum("nd,nsd->ns", self.query(h), self.key(mem)) * scale
+        att = F.log_softmax((att / temperature).masked_fill(~mask, _MASKED), -1)
+        ctx = torch.einsum("ns,nsd->nd", att.exp(), mem)
+        both = torch.cat([h, ctx], -1)
+        vocab = self.vocab(both) / temperature
+        if first:  # a text has at least one character
+            vocab = vocab.clone()
+            vocab[:, 0] = _MASKED
+        gate = self.gate(both).squeeze(-1) / temperature
+        write = F.log_softmax(vocab, -1) + F.logsigmoid(gate).unsqueeze(-1)
+        copy = att + F.logsigmoid(-gate).unsqueeze(-1)
+        return h, write, copy.masked_fill(~mask, _MASKED)
+
+    def log_prob(
+        self,
+        g: torch.Tensor,
+        mem: torch.Tensor,
+        src: CharSource,
+        rows: Sequence[int],
+        texts: Sequence[str],
+        temperature: float,
+    ) -> torch.Tensor:
+        """Exact log-probs [N] of writing ``texts[i]`` for batch row ``rows[i]`` (teacher
+        forcing; every text must pass `can_write`)."""
+        idx = torch.tensor(list(rows), device=g.device, dtype=torch.long)
+        h, mem_r, mask = torch.tanh(self.init(g[idx])), mem[idx], src.mask[idx]
+        steps = max(min(len(t) + 1, self.max_chars) for t in texts)
+        total = g.new_zeros(len(texts))
+        prev = torch.zeros(len(texts), dtype=torch.long, device=g.device)
+        for t in range(steps):
+            h, write, copy = self.step(h, prev, mem_r, mask, temperature, t == 0)
+            chars = [s[t] if t < len(s) else "" for s in texts]
+            sym = torch.tensor([char_id(c) if c else 0 for c in chars], device=g.device)
+            in_vocab = sym < UNK
+            lp_write = write.gather(1, sym.clamp(max=VOCAB - 1).unsqueeze(1)).squeeze(1)
+            lp_write = lp_write.masked_fill(~in_vocab, _MASKED)
+            lp_copy = copy.masked_fill(~src.match(rows, chars), _MASKED).logsumexp(-1)
+            lp = torch.logaddexp(lp_write, lp_copy)
+            live = torch.tensor(
+                [t < len(s) + 1 and t < self.max_chars for s in texts], device=g.device
+            )
+            total = total + torch.where(live, lp, torch.zeros_like(lp))
+            prev = torch.where(in_vocab, sym, torch.full_like(sym, UNK))
+        return total
+
+    @torch.no_grad()
+    def sample(
+        self,
+        g: torch.Tensor,
+        mem: torch.Tensor,
+        src: CharSource,
+        rows: Sequence[int],
+        temperature: float,
+        generator: torch.Generator,
+        greedy: bool,
+    ) -> list[str]:
+        """Write one text per row in ``rows`` (the most likely character each step if greedy)."""
+        idx = torch.tensor(list(rows), device=g.device, dtype=torch.long)
+        h, mem_r, mask = torch.tanh(self.init(g[idx])), mem[idx], src.mask[idx]
+        ids_r = src.ids[idx]
+        out = [""] * len(rows)
+        done = [False] * len(rows)
+        prev = torch.zeros(len(rows), dtype=torch.long, device=g.device)
+        for t in range(self.max_chars):
+            h, write, copy = self.step(h, prev, mem_r, mask, temperature, t == 0)
+            p_write, p_copy = write.exp(), copy.exp() * mask
+            # merge copies of vocabulary characters into their symbol: one option per character
+            known = ids_r < UNK
+            p_write = p_write.scatter_add(1, ids_r.clamp(max=VOCAB - 1), p_copy * known)
+            probs = torch.cat([p_write, p_copy * ~known], -1).float().cpu()
+            if greedy:
+                pick = probs.argmax(-1)
+            else:
+                pick = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+            nxt = []
+            for i, k in enumerate(pick.tolist()):
+                if k == 0:
+                    done[i] = True
+                elif not done[i]:
+                    src_text = src.texts[rows[i]]
+                    out[i] += chr(k - 1 + _FIRST) if k < VOCAB else src_text[k - VOCAB]
+                nxt.append(0 if k == 0 else (k if k < VOCAB else UNK))
+            if all(done):
+                break
+            prev = torch.tensor(nxt, device=g.device)
+        return out

@@ -1,0 +1,274 @@
+"""The small agent's optional action paths (taps at any point, drags, page-text spans, free
+text) and pixel features: exact log-probs for every path, persistence, learnability."""
+
+import dataclasses
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from devicerl.actions import CAPABILITIES, Action, ActionType
+from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
+from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.agents.small_net import DRAG, POINT
+from devicerl.agents.small_paths import points_of
+from devicerl.envs import make
+from devicerl.errors import DataError
+from devicerl.records import Observation, UIElement
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _reach(**kw) -> SmallAgent:
+    features = kw.pop("features", FeatureConfig(pixels=True, pixel_size=(48, 64), dom_flags=False))
+    return SmallAgent(
+        d_model=48,
+        n_layers=1,
+        point_actions=True,
+        page_text=True,
+        free_text=True,
+        grid=(4, 4),
+        offsets=3,
+        features=features,
+        **kw,
+    )
+
+
+def _page() -> Observation:
+    """A grid-aligned element (its box is cell 0 of a 4 x 4 grid), a button, a text box."""
+    return Observation(
+        instruction='Enter "blue sky" then press Submit',
+        screen_size=(200, 100),
+        screenshot=np.full((100, 200, 3), 200, np.uint8),
+        elements=[
+            UIElement("cell", "text", "Total: 42 apples", bbox=(0, 0, 50, 25)),
+            UIElement("in", "textbox", "", bbox=(60, 40, 110, 60), editable=True, clickable=True),
+            UIElement("btn", "button", "Submit now", bbox=(120, 40, 190, 60), clickable=True),
+        ],
+    )
+
+
+def _observations() -> list[Observation]:
+    env = make("synthetic/type", n_boxes=4)
+    return [env.reset(seed=s) for s in range(5)] + [_page()] * 3
+
+
+def test_every_path_is_sampled_and_scores_the_same_when_recomputed() -> None:
+    obs = _observations() * 6
+    seen: set = set()
+    for types in (("DUAL_POINT",), ("TYPE",), None):
+        agent = _reach(allowed_types=types, explore=0.5, temperature=1.2, seed=1)
+        samples = agent.act(obs)
+        seen |= {
+            (s.extras["type"], s.extras.get("gesture"), s.extras.get("source")) for s in samples
+        }
+        agent.train()
+        lp = agent.log_prob(obs, [s.action for s in samples])
+        assert torch.allclose(lp.detach(), torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+        assert torch.isfinite(lp).all()
+        lp.sum().backward()
+        grads = {n: p.grad for n, p in agent.module.named_parameters() if p.grad is not None}
+        assert all(torch.isfinite(g).all() for g in grads.values())
+        if types == ("DUAL_POINT",):
+            assert grads["points.lift.key.weight"].abs().sum() > 0
+            assert grads["encoder.cnn.net.0.weight"].abs().sum() > 0
+        if types == ("TYPE",):
+            assert grads["chars.cell.weight_hh"].abs().sum() > 0
+            assert grads["page.start_key.weight"].abs().sum() > 0
+    gestures = {g for t, g, _ in seen if t == "DUAL_POINT"}
+    assert gestures == {"tap", "up", "down", "left", "right", "point", "drag"}
+    assert {s for t, _, s in seen if t == "TYPE"} == {"instruction", "page", "free"}
+    assert {t for t, _, _ in seen} >= {"PRESS_ENTER", "PRESS_BACK", "STATUS_TASK_COMPLETE"}
+    # greedy decoding is deterministic on every path
+    agent = _reach(seed=2, explore=0.0)
+    assert [s.action for s in agent.act(obs[:8], greedy=True)] == [
+        s.action for s in agent.act(obs[:8], greedy=True)
+    ]
+
+
+def test_an_action_sums_over_every_path_that_gives_it() -> None:
+    agent = _reach(seed=3)
+    page = _page()
+    batch = agent.featurize([page])
+    meta = batch.meta[0]
+    lp = agent.head_log_probs(batch)
+    # the element's centre is also the centre offset of its own box and of grid cell 0
+    centre = Action.tap(25 / 200, 12.5 / 100)
+    tg = agent.action_target(meta, centre)
+    alt = tg.alternatives
+    assert tg.exact and alt.elements == [0] and alt.swipe is None
+    cell, elem = 0, 16  # anchors: 16 grid cells, then the elements
+    assert sorted(alt.points) == [(cell, 4), (elem, 4)]
+    assert sorted(alt.drag_touch) == sorted(alt.drag_lift) == [(cell, 4), (elem, 4)]
+    pts = points_of(meta, agent.module)
+    assert np.allclose(pts[cell, 4], pts[elem, 4]) and np.allclose(pts[cell, 4], centre.touch)
+    # by hand: tap on the element + a point tap via either anchor + a drag that does not move
+    xy = torch.tensor([centre.touch])
+    lift_logits, lift_offsets = agent.module.lift(lp.enc, xy)
+    t = agent.temperature
+    lift = torch.log_softmax(lift_logits / t, -1)
+    lift = torch.logaddexp(
+        lift[0, cell] + torch.log_softmax(lift_offsets[0, cell] / t, -1)[4],
+        lift[0, elem] + torch.log_softmax(lift_offsets[0, elem] / t, -1)[4],
+    )
+    point = torch.logaddexp(lp.point[0, cell, 4], lp.point[0, elem, 4])
+    by_hand = lp.type[0, 0] + torch.stack(
+        [lp.gesture[0, 0] + lp.element[0, 0], lp.gesture[0, POINT] + point,
+         lp.gesture[0, DRAG] + point + lift]
+    ).logsumexp(0)  # fmt: skip
+    got = agent.log_prob([page], [centre])[0]
+    assert torch.allclose(got, by_hand, atol=1e-5)
+    # typed text: every source that writes it exactly
+    both = agent.action_target(meta, Action.type_text("blue sky")).alternatives
+    assert both.spans and both.free == "blue sky" and not both.page
+    page_text = agent.action_target(meta, Action.type_text("42 apples")).alternatives
+    assert page_text.page == [(0, 2, 3)] and page_text.free == "42 apples" and not page_text.spans
+    upper = agent.action_target(meta, Action.type_text("BLUE SKY"))
+    assert upper.exact and upper.alternatives.free == "BLUE SKY" and not upper.alternatives.spans
+    # what no path writes: a character outside the vocabulary that the instruction lacks
+    odd = agent.action_target(meta, Action.type_text("ünïcode"))
+    assert not odd.exact and odd.alternatives.free is None
+    # another agent's tap between our points: the nearest point, flagged
+    near = agent.action_target(meta, Action.tap(0.301, 0.777))
+    assert not near.exact and near.note == "nearest point" and len(near.alternatives.points) == 1
+    foreign = [Action.type_text("ünïcode"), Action.tap(0.301, 0.777), Action.swipe(0, 0, 1, 0.9)]
+    lps = agent.log_prob([page] * 3, foreign)
+    assert torch.isfinite(lps).all()
+    assert lps[0] < UNREPRESENTABLE_LOG_PROB + 1  # the type part plus the floor
+
+
+def test_save_load_round_trip_and_agents_saved_before_the_new_paths(tmp_path) -> None:
+    agent = _reach(seed=4)
+    obs = [_page()] * 4
+    actions = [
+        Action.swipe(0.125, 0.125, 0.875, 0.875),
+        Action.type_text("BLUE SKY"),
+        Action.type_text("42 apples"),
+        Action.tap(25 / 200, 12.5 / 100),
+    ]
+    agent.save(tmp_path / "reach")
+    loaded = SmallAgent.from_pretrained(tmp_path / "reach")
+    assert loaded.config == agent.config
+    assert torch.allclose(loaded.log_prob(obs, actions), agent.log_prob(obs, actions))
+    # an agent saved before these options existed: its config has none of their keys
+    old = SmallAgent(d_model=32, n_layers=1, features=FeatureConfig(buckets=512))
+    old.save(tmp_path / "old")
+    meta = json.loads((tmp_path / "old" / "small_agent.json").read_text())
+    for key in ("point_actions", "grid", "offsets", "page_text", "free_text", "max_chars"):
+        del meta["config"][key]
+    for key in ("dom_flags", "pixels", "pixel_size", "elem_words"):
+        del meta["config"]["features"][key]
+    (tmp_path / "old" / "small_agent.json").write_text(json.dumps(meta))
+    back = SmallAgent.from_pretrained(tmp_path / "old")
+    assert back.config == old.config and not back.config.point_actions
+    assert torch.allclose(back.log_prob(obs, actions), old.log_prob(obs, actions))
+    # weights of another architecture: one clear line
+    wider = SmallAgent(d_model=32, n_layers=1, point_actions=True, features=old.config.features)
+    with pytest.raises(DataError, match="fit this agent") as err:
+        wider.load(tmp_path / "old")
+    assert "\n" not in str(err.value)
+
+
+def test_capabilities_say_what_the_agent_can_express() -> None:
+    default = SmallAgent(d_model=32, n_layers=1).capabilities
+    assert default <= set(CAPABILITIES)
+    assert {"tap_element", "swipe", "type_instruction", "enter", "back", "complete"} <= default
+    assert not default & {"tap_point", "drag", "type_page", "type_free", "pixels"}
+    reach = _reach().capabilities
+    assert reach >= {"tap_point", "drag", "type_page", "type_free", "pixels"}
+    assert "dom_flags" not in reach and "dom_flags" in default
+    only_type = SmallAgent(d_model=32, n_layers=1, allowed_types=("TYPE",)).capabilities
+    assert only_type == {"type_instruction", "dom_flags"}
+
+
+def test_dom_flags_off_and_pixel_features() -> None:
+    page = _page()
+    on, off = featurize([page]), featurize([page], FeatureConfig(dom_flags=False))
+    assert on.elem_feats[0, :3, ELEM_DOM_FLAGS].sum() > 0
+    assert off.elem_feats[0, :, ELEM_DOM_FLAGS].abs().sum() == 0
+    cfg = FeatureConfig(pixels=True, pixel_size=(48, 64))
+    batch = featurize([page], cfg)
+    assert batch.pixels.shape == (1, 3, 64, 48) and batch.elem_pool.shape == (1, 3, 16 * 12)
+    assert torch.allclose(batch.elem_pool.sum(-1), torch.ones(1, 3))
+    # the same page in another colour: element and cell states differ only with pixels on
+    red = dataclasses.replace(page, screenshot=np.full((100, 200, 3), (220, 20, 20), np.uint8))
+    for pixels, differ in ((True, True), (False, False)):
+        agent = _reach(features=FeatureConfig(pixels=pixels, pixel_size=(48, 64)), seed=5)
+        enc = agent.module.encoder(agent.featurize([page, red]))
+        assert (not torch.allclose(enc.elems[0], enc.elems[1], atol=1e-5)) is differ
+        assert (not torch.allclose(enc.cells[0], enc.cells[1], atol=1e-5)) is differ
+    with pytest.raises(ValueError, match="multiples of 4"):
+        FeatureConfig(pixel_size=(30, 64))
+
+
+_COLOURS = {"red": (220, 30, 30), "blue": (30, 60, 220)}
+
+
+def _squares(seed: int) -> tuple[Observation, dict[str, tuple[int, int, int, int]], str, str]:
+    """A 160 x 160 screen with a red and a blue square and no UI element at all: only the
+    pixels say where they are, only the instruction says which is which."""
+    rng = np.random.default_rng(seed)
+    img = np.full((160, 160, 3), 245, np.uint8)
+    boxes = {}
+    for name, c in zip(_COLOURS, rng.choice(16, 2, replace=False)):
+        x = int(c % 4) * 40 + int(rng.integers(0, 10))
+        y = int(c // 4) * 40 + int(rng.integers(0, 10))
+        img[y : y + 30, x : x + 30] = _COLOURS[name]
+        boxes[name] = (x, y, x + 30, y + 30)
+    src, dst = ("red", "blue") if seed % 2 else ("blue", "red")
+    obs = Observation(f"Drag the {src} square onto the {dst} square", (160, 160), screenshot=img)
+    return obs, boxes, src, dst
+
+
+def test_a_drag_between_coloured_squares_is_learnt_from_pixels() -> None:
+    """Behaviour cloning on drags (touch one square, lift on the other): learnable only through
+    the pixel features, the touch pointers and the lift pointers together."""
+    agent = SmallAgent(
+        d_model=48, n_layers=1, d_ff=96, point_actions=True, swipes=False, grid=(4, 4),
+        offsets=3, allowed_types=("DUAL_POINT",), explore=0.0,
+        features=FeatureConfig(pixels=True, pixel_size=(32, 32), history=False),
+    )  # fmt: skip
+    agent.featurizer.enable_cache()  # as learners do: each screenshot is downscaled once
+
+    def nearest(obs: Observation, box) -> tuple[float, float]:
+        pts = points_of(agent.featurize([obs]).meta[0], agent.module).reshape(-1, 2) * 160
+        d = (pts[:, 0] - (box[0] + box[2]) / 2) ** 2 + (pts[:, 1] - (box[1] + box[3]) / 2) ** 2
+        return tuple(float(v) / 160 for v in pts[int(d.argmin())])
+
+    def inside(p, box) -> bool:
+        return box[0] <= p[0] * 160 <= box[2] and box[1] <= p[1] * 160 <= box[3]
+
+    def success() -> float:
+        episodes = [_squares(s) for s in range(10_000, 10_040)]
+        acts = agent.act([e[0] for e in episodes], greedy=True)
+        return sum(
+            inside(a.action.touch, boxes[s]) and inside(a.action.lift, boxes[d])
+            for (_, boxes, s, d), a in zip(episodes, acts)
+        ) / len(episodes)
+
+    data = []
+    for seed in range(300):
+        obs, boxes, src, dst = _squares(seed)
+        data.append((obs, Action.swipe(*nearest(obs, boxes[src]), *nearest(obs, boxes[dst]))))
+    before = success()
+    opt = torch.optim.Adam(agent.parameters(), lr=3e-3)
+    rng = random.Random(0)
+    agent.train()
+    for _ in range(150):
+        batch = rng.sample(data, 16)
+        loss = -agent.log_prob([o for o, _ in batch], [a for _, a in batch]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    agent.eval()
+    after = success()
+    assert before <= 0.1 and after >= 0.9, (before, after)
+    assert all(a.action.type is ActionType.DUAL_POINT for a in agent.act([data[0][0]]))
