@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from devicerl.actions import CAPABILITIES, Action, ActionType
+from devicerl.actions import Action, ActionType
+from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.agents.small_net import DRAG, POINT
@@ -177,16 +178,16 @@ def test_save_load_round_trip_and_agents_saved_before_the_new_paths(tmp_path) ->
     assert "\n" not in str(err.value)
 
 
-def test_capabilities_say_what_the_agent_can_express() -> None:
-    default = SmallAgent(d_model=32, n_layers=1).capabilities
-    assert default <= set(CAPABILITIES)
-    assert {"tap_element", "swipe", "type_instruction", "enter", "back", "complete"} <= default
-    assert not default & {"tap_point", "drag", "type_page", "type_free", "pixels"}
-    reach = _reach().capabilities
-    assert reach >= {"tap_point", "drag", "type_page", "type_free", "pixels"}
-    assert "dom_flags" not in reach and "dom_flags" in default
-    only_type = SmallAgent(d_model=32, n_layers=1, allowed_types=("TYPE",)).capabilities
-    assert only_type == {"type_instruction", "dom_flags"}
+def test_action_kinds_say_what_the_options_add() -> None:
+    default = SmallAgent(d_model=32, n_layers=1).action_kinds
+    new = {ActionKind.POINT, ActionKind.DRAG, ActionKind.TYPE_PAGE, ActionKind.TYPE_COMPUTED}
+    assert not default & (new | {ActionKind.PIXELS})
+    assert _reach().action_kinds >= new | {ActionKind.PIXELS, ActionKind.SCROLL}
+    page_only = SmallAgent(d_model=32, n_layers=1, page_text=True).action_kinds
+    assert ActionKind.TYPE_PAGE in page_only and ActionKind.TYPE_COMPUTED not in page_only
+    taps = _reach(allowed_types=("DUAL_POINT",), swipes=False).action_kinds
+    assert taps == {ActionKind.TAP, ActionKind.SELECT, ActionKind.POINT, ActionKind.DRAG,
+                    ActionKind.SCROLL, ActionKind.PIXELS}  # fmt: skip
 
 
 def test_dom_flags_off_and_pixel_features() -> None:

@@ -51,7 +51,9 @@ def small_agent_kinds(config: object) -> frozenset[ActionKind]:
     """The kinds the small agent (`devicerl.agents.small`) can produce with ``config`` (a
     `SmallAgentConfig`): taps land on element centres (which also picks options in a picker),
     swipes are four fixed ones from the screen centre (scrolling), typed text is a span of the
-    instruction, Enter when allowed, pixels only with a screenshot input."""
+    instruction, Enter when allowed, pixels only with a screenshot input. Its options add
+    free-point taps and drags (``point_actions``), page-text spans (``page_text``), computed
+    text (``free_text``: the character decoder) and pixels (``features.pixels``)."""
     allowed = getattr(config, "allowed_types", None)
 
     def has(t: ActionType) -> bool:
@@ -62,11 +64,17 @@ def small_agent_kinds(config: object) -> frozenset[ActionKind]:
         kinds |= {ActionKind.TAP, ActionKind.SELECT}
         if getattr(config, "swipes", False):
             kinds.add(ActionKind.SCROLL)
+        if getattr(config, "point_actions", False):  # a drag scrolls too
+            kinds |= {ActionKind.POINT, ActionKind.DRAG, ActionKind.SCROLL}
     if has(ActionType.TYPE):
         kinds.add(ActionKind.TYPE_INSTRUCTION)
+        if getattr(config, "page_text", False):
+            kinds.add(ActionKind.TYPE_PAGE)
+        if getattr(config, "free_text", False):  # it also writes any page or instruction text
+            kinds |= {ActionKind.TYPE_COMPUTED, ActionKind.TYPE_PAGE}
     if has(ActionType.PRESS_ENTER):
         kinds.add(ActionKind.ENTER)
     features = getattr(config, "features", None)
-    if getattr(features, "screenshot_size", None) is not None:
+    if getattr(features, "screenshot_size", None) is not None or getattr(features, "pixels", False):
         kinds.add(ActionKind.PIXELS)
     return frozenset(kinds)
