@@ -108,13 +108,31 @@ def test_multiple_select_picker_toggles_options(env):
     assert result.info["raw_reward"] > 0
 
 
+def _scroll_text_to_bottom(device) -> float:
+    """Swipe up inside scroll-text-2's text area (seed 0 asks for the bottom), then submit."""
+    obs = device.reset("miniwob/scroll-text-2", seed=0)
+    assert obs.extras["fields"]["target"] == "bottom"
+    area = next(e for e in obs.elements if e.attrs.get("tag") == "textarea")
+    (x, _), (top, bottom) = area.center, (area.bbox[1], area.bbox[3])
+    for _ in range(6):
+        up = Action.swipe(*obs.to_normalised(x, bottom - 8), *obs.to_normalised(x, top + 8))
+        obs = device.step(up).observation
+    return device.step(_tap(obs, _find(obs, "button", "Submit"))).info["raw_reward"]
+
+
 @pytest.mark.browser
-def test_without_pickers_a_tap_cannot_pick_an_option():
-    device = make("miniwob", pickers=False)
+def test_swipe_scrolls_a_text_area_as_a_finger_does(env):
+    assert _scroll_text_to_bottom(env) > 0
+
+
+@pytest.mark.browser
+def test_without_phone_controls_taps_and_swipes_cannot_reach_them():
+    device = make("miniwob", phone_controls=False)
     try:
         obs = device.reset("miniwob/choose-list", seed=0)
         obs = device.step(_tap(obs, _find(obs, "combobox"))).observation
-        assert _find(obs, "option") is None
+        assert _find(obs, "option") is None  # the desktop pop-up: nothing to tap
+        assert _scroll_text_to_bottom(device) < 0  # a mouse drag selects text, scrolls nothing
     finally:
         device.close()
 

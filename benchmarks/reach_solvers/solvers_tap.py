@@ -165,3 +165,18 @@ def click_scroll_list(obs: Observation) -> Plan:
         obs = yield tap(obs, row)
     obs = yield tap(obs, find(obs, role="button", text="Done"))
     yield tap(obs, find(obs, role="button", text="Submit"))
+
+
+@solver("scroll-text-2", kinds=(SCROLL, TAP))
+def scroll_text_2(obs: Observation) -> Plan:
+    """Swipe inside the text area towards the asked end (up: to the bottom) six times (more than
+    its text ever needs), then submit."""
+    left, top, right, bottom = find(obs, tag="textarea").bbox
+    x = (left + right) / 2
+    low, high = bottom - 8, top + 8
+    start, end = (
+        ((x, low), (x, high)) if field(obs, "target") == "bottom" else ((x, high), (x, low))
+    )
+    for _ in range(6):
+        obs = yield drag(obs, start, end)
+    yield tap(obs, find(obs, role="button", text="Submit"))

@@ -138,7 +138,7 @@ NEEDS: dict[str, tuple[ActionKind, ...]] = {
     "resize-textarea": (DRAG, TAP),
     "right-angle": (POINT, TAP),
     "scroll-text": (TAP, PAGE),
-    "scroll-text-2": (DRAG, TAP),
+    "scroll-text-2": (SCROLL, TAP),
     "search-engine": (TAP, INSTR),
     "sign-agreement": (TAP, SCROLL),
     "simon-says": (TAP, PIXELS),

@@ -38,6 +38,7 @@ from devicerl.envs.browser.dom import DOM_SCRIPT, observe_expression, parse_elem
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
 from devicerl.envs.browser.pickers import PICKER_SCRIPT, picker_reset_js
+from devicerl.envs.browser.touch_scroll import TOUCH_SCROLL_SCRIPT
 from devicerl.envs.browser.websuite import (
     VIEWPORTS,
     PageSetup,
@@ -68,8 +69,11 @@ class BrowserEnv(DeviceEnv):
     tasks' budgets); ``swipe`` (``"auto"``, ``"drag"`` or ``"scroll"``); ``executable`` /
     ``browser_args`` / ``fast_frames`` / ``temp_dir`` (how Chromium starts); ``suite_options``
     (per suite name, passed to its `WebSuite`, e.g. ``{"miniwob": {"time_limit_s": 10}}``);
-    ``pickers`` (default True: a tapped ``<select>`` opens a phone-style list of tappable
-    options, `devicerl.envs.browser.pickers`; False: the desktop pop-up, unreachable by taps).
+    ``phone_controls`` (default True: where a phone's browser differs from a desktop one and
+    the desktop control is out of reach of AitW actions, behave as the phone: a tapped
+    ``<select>`` opens a list of tappable options and date/time inputs take typed text
+    (`devicerl.envs.browser.pickers`), a swipe on scrollable content scrolls it
+    (`devicerl.envs.browser.touch_scroll`); False: desktop Chromium as is).
     """
 
     name = "browser"
@@ -95,7 +99,7 @@ class BrowserEnv(DeviceEnv):
         fast_frames: bool = True,
         temp_dir: str | None = None,
         suite_options: dict[str, dict[str, Any]] | None = None,
-        pickers: bool = True,
+        phone_controls: bool = True,
     ) -> None:
         super().__init__(task)
         if image_format not in ("jpeg", "png"):
@@ -120,7 +124,7 @@ class BrowserEnv(DeviceEnv):
         self.max_steps = max_steps
         self.swipe = swipe
         self.suite_options = dict(suite_options or {})
-        self.pickers = bool(pickers)
+        self.phone_controls = bool(phone_controls)
         self._context: Any = None
         self._page: Any = None
         self._cdp: Any = None
@@ -362,8 +366,9 @@ class BrowserEnv(DeviceEnv):
                 service_workers="block",
             )
             await self._context.add_init_script(DOM_SCRIPT)
-            if self.pickers:
+            if self.phone_controls:
                 await self._context.add_init_script(PICKER_SCRIPT)
+                await self._context.add_init_script(TOUCH_SCROLL_SCRIPT)
             self._page = await self._context.new_page()
             self._loaded = asyncio.Event()
             self._page.on("request", self._on_request)
