@@ -90,3 +90,19 @@ def test_report_limits_episodes(run, page, tmp_path) -> None:
     newest = [t.episode_id for t in run.store().read_all(screenshots=False)][-3:]
     shown = page.locator(".episode").evaluate_all("els => els.map(e => e.dataset.episode)")
     assert shown == newest[::-1] and page.locator("#curves").count() == 0
+
+
+@pytest.mark.browser
+def test_episodes_come_first_and_curves_are_one_click_away(run, page, tmp_path) -> None:
+    out = tmp_path / "report"
+    r = devicerl("view", str(run.path), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "view: 12/12 episodes" in r.stderr  # progress while rendering
+    page.goto((out / "index.html").as_uri())
+    first = page.locator(".episode").first.bounding_box()
+    assert first is not None and first["y"] < 400  # on the first screen, not below the curves
+    assert page.locator("#curves").is_hidden()
+    page.click("#tab-curves")
+    assert page.locator("#curves").is_visible() and page.locator("#episodes").is_hidden()
+    page.click("#tab-episodes")
+    assert page.locator("#episodes").is_visible() and page.locator("#curves").is_hidden()

@@ -299,25 +299,40 @@ class TrajectoryStore:
 
     def load(self, episode_ids: Sequence[str], screenshots: bool = True) -> list[Trajectory]:
         """Trajectories by id, in the order asked; unknown ids raise DataError."""
-        index = self.index()
+        found: dict[str, Trajectory] = {}
+        for t in self.iter_load(episode_ids, screenshots=screenshots):
+            found.setdefault(t.episode_id, t)
+        return [found[e] for e in episode_ids if e in found]
+
+    def iter_load(
+        self,
+        episode_ids: Sequence[str],
+        *,
+        screenshots: bool = True,
+        index: pa.Table | None = None,
+    ) -> Iterator[Trajectory]:
+        """Trajectories by id, shard by shard (each shard read once, in name order), so a
+        caller can stream many episodes without holding them all; ``index`` (from `index`)
+        saves reading the episode columns again. Unknown ids raise DataError."""
+        index = self.index() if index is None else index
         shard_of = dict(
             zip(index.column("episode_id").to_pylist(), index.column("shard").to_pylist())
         )
         missing = [e for e in episode_ids if e not in shard_of]
         if missing:
             raise DataError(f"episodes not in store {self.folder}: {missing[:5]}")
-        wanted = set(episode_ids)
-        found: dict[str, Trajectory] = {}
+        by_shard: dict[str, list[str]] = {}
+        for e in episode_ids:
+            by_shard.setdefault(shard_of[e], []).append(e)
         columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
-        for name in sorted({shard_of[e] for e in episode_ids}):
+        for name in sorted(by_shard):
             path = self.folder / name
             table = self._guard(path, lambda p=path: _read(p, columns))
             if table is None:
                 continue
-            table = table.filter(pc.is_in(table.column("episode_id"), pa.array(sorted(wanted))))
-            for t in self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots))):
-                found.setdefault(t.episode_id, t)
-        return [found[e] for e in episode_ids if e in found]
+            table = table.filter(pc.is_in(table.column("episode_id"), pa.array(by_shard[name])))
+            trajs = self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots)))
+            yield from trajs or []
 
     def __len__(self) -> int:
         return self.index().num_rows

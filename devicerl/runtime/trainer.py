@@ -356,11 +356,20 @@ class Trainer:
                 sampler,
                 greedy=cfg.eval.greedy,
                 judge=self._judge_runner(),
-                on_episode=lambda t: bar.update(1, steps=t.length, successes=int(t.success)),
+                on_episode=lambda t: self._eval_episode(t, bar),
             )
         (self.run_dir.path / "eval.json").write_text(scrub(json.dumps(result.as_dict(), indent=2)))
         print(result.table())
         return result
+
+    def _eval_episode(self, t: Trajectory, bar: RateProgress) -> None:
+        """Count an evaluation episode; `devicerl eval` also stores it, so its run can be
+        viewed (a training run's final evaluation stays out of its store: that store is
+        training data)."""
+        bar.update(1, steps=t.length, successes=int(t.success))
+        if self.cfg.mode == "eval":
+            t.extras["phase"] = "eval"
+            self.writer.append(t)
 
     @staticmethod
     def _eval_metrics(result: EvalResult) -> dict[str, float]:

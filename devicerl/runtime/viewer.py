@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import shutil
 import string
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -26,8 +30,6 @@ if TYPE_CHECKING:  # the heavy modules load in build_report, so `devicerl --help
     import numpy as np
 
     from devicerl.records import Observation, Trajectory
-
-_LOAD_CHUNK = 16
 
 
 @dataclass
@@ -188,9 +190,15 @@ def _episode_images(t: Trajectory, images: _Images) -> list[tuple[str, int, int]
 def build_report(
     run: str | Path, out: str | Path | None = None, config: ViewConfig | None = None
 ) -> Report:
-    """Write the report of the run (or bare store) at ``run``; returns what was written."""
+    """Write the report of the run (or bare store) at ``run``; returns what was written.
+
+    Each shard is read once (the episode index once), screenshots are decoded while earlier
+    episodes are drawn on other threads (PIL releases the GIL), and a progress bar counts the
+    episodes rendered.
+    """
     from devicerl.data.store import TrajectoryStore
     from devicerl.runtime.plots import learning_curves
+    from devicerl.runtime.progress import RateProgress
     from devicerl.runtime.run_dir import RunDir, find_store
 
     cfg = config or ViewConfig()
@@ -203,26 +211,25 @@ def build_report(
     for sub in ("img", "curves"):
         shutil.rmtree(out_dir / sub, ignore_errors=True)
     images = _Images(out_dir / "img", cfg.image_max_side, cfg.image_quality)
-    sections, tasks, outcomes, wins, counted = [], set(), set(), 0, 0
-    newest_first = list(reversed(shown))
-    for start in range(0, len(newest_first), _LOAD_CHUNK):
-        for t in store.load(newest_first[start : start + _LOAD_CHUNK]):
-            sections.append(_episode_html(t, _episode_images(t, images)))
-            tasks.add(t.task)
-            outcomes.add(outcome(t))
-            if not t.is_truncated:
-                counted += 1
-                wins += int(t.success)
+    place = {episode_id: i for i, episode_id in enumerate(reversed(shown))}  # newest first
+    rendered: list[_Rendered | None] = [None] * len(place)
+    with RateProgress("view", total=len(place)) as bar:
+        for r in _render_all(store.iter_load(shown, index=index), images):
+            rendered[place[r.episode_id]] = r
+            bar.update(1, steps=r.steps, successes=int(r.outcome == "success"))
+    done = [r for r in rendered if r is not None]
+    counted = [r for r in done if r.counted]
+    wins = sum(r.outcome == "success" for r in counted)
     curves = (
         learning_curves(run_dir.read_metrics(), out_dir / "curves", index) if cfg.curves else []
     )
     page = _page(
         title=str(run_dir.path),
-        sections=sections,
-        tasks=sorted(tasks),
-        outcomes=[*OUTCOMES, *sorted(outcomes - set(OUTCOMES))],
+        sections=[r.html for r in done],
+        tasks=sorted({r.task for r in done}),
+        outcomes=[*OUTCOMES, *sorted({r.outcome for r in done} - set(OUTCOMES))],
         total=len(ids),
-        success=(wins / counted) if counted else None,
+        success=(wins / len(counted)) if counted else None,
         curves=[p.relative_to(out_dir).as_posix() for p in curves],
         bad=store.bad_shards,
     )
@@ -230,7 +237,38 @@ def build_report(
     tmp = out_dir / ".index.html.tmp"
     tmp.write_text(scrub(page), encoding="utf-8")  # stores written before the scrubber too
     tmp.replace(out_dir / "index.html")
-    return Report(out_dir / "index.html", len(sections), len(ids), curves, dict(store.bad_shards))
+    return Report(out_dir / "index.html", len(done), len(ids), curves, dict(store.bad_shards))
+
+
+@dataclass
+class _Rendered:
+    """One episode's section of the page, and what the summary and filters need of it."""
+
+    episode_id: str
+    html: str
+    task: str
+    outcome: str
+    steps: int
+    counted: bool  #: in the success rate (not truncated)
+
+
+def _render(t: Trajectory, images: _Images) -> _Rendered:
+    section = _episode_html(t, _episode_images(t, images))
+    return _Rendered(t.episode_id, section, t.task, outcome(t), t.length, not t.is_truncated)
+
+
+def _render_all(trajectories: Iterator[Trajectory], images: _Images) -> Iterator[_Rendered]:
+    """Render episodes on a few threads while the store decodes the next ones; at most a few
+    episodes (with their pixels) are held at once."""
+    workers = max(1, min(4, os.cpu_count() or 1))
+    pending: deque[Future[_Rendered]] = deque()
+    with ThreadPoolExecutor(workers, thread_name_prefix="view") as pool:
+        for t in trajectories:
+            pending.append(pool.submit(_render, t, images))
+            while len(pending) > 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _options(values: list[str]) -> str:
@@ -266,7 +304,13 @@ def _page(
         ),
         task_options=_options(tasks),
         outcome_options=_options(outcomes),
-        curves=f'<section id="curves">{curve_html}</section>' if curves else "",
+        curves=f'<section id="curves" hidden>{curve_html}</section>' if curves else "",
+        tabs=(
+            '<nav id="tabs"><button id="tab-episodes" class="on">Episodes</button>'
+            f'<button id="tab-curves">Learning curves ({len(curves)})</button></nav>'
+            if curves
+            else ""
+        ),
         bad=bad_html,
         episodes="\n".join(sections),
     )
