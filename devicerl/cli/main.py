@@ -28,6 +28,7 @@ COMMANDS = (
     "judge-eval",
     "bench",
     "import-digirl",
+    "cluster",
 )
 
 

@@ -253,6 +253,16 @@ class EnvPool:
             if s.worker is not None and s.worker.pid is not None
         }
 
+    def episodes_in_progress(self) -> tuple[list[Trajectory], list[Trajectory]]:
+        """``(running, ended)``: episodes being played (steps so far) and episodes that ended
+        but wait for their device's next reset to be handed out by `recv`. A host that may be
+        lost reports these, so finished work can leave it before the (possibly slow) reset.
+        Reads only, so it may be called from another thread (it sees a recent snapshot)."""
+        slots = list(self.slots)  # each attribute is read once: another thread may change it
+        running = [t for t in (s.trajectory for s in slots) if t is not None]
+        ended = [t for t in (s.finished for s in slots) if t is not None]
+        return running, ended
+
     def stats(self) -> dict[str, Any]:
         """Counters for logging: steps, episodes, truncations, restarts, causes, states."""
         out: dict[str, Any] = dict(self.counters)

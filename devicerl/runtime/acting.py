@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from devicerl.agents.base import Policy
 from devicerl.errors import DeviceRLError
@@ -48,6 +48,24 @@ class WeightMailbox:
         with self._lock:
             item, self._item = self._item, None
         return item
+
+
+class CollectionSource(Protocol):
+    """What the trainer consumes: finished episodes out, new weights in. Implemented by
+    `BackgroundCollector` (this process) and `devicerl.runtime.cluster.fleet.RolloutFleet`
+    (rollout groups on a Ray cluster)."""
+
+    stats: dict[str, float]
+
+    def start(self) -> CollectionSource: ...
+
+    def get(self, timeout: float = 1.0) -> Trajectory | None: ...
+
+    def publish(self, weights: dict[str, Any] | None, version: int) -> None: ...
+
+    def stop(self, timeout: float = 60.0) -> list[Trajectory]:
+        """Stop collecting; returns finished episodes that must still be stored."""
+        ...
 
 
 class BackgroundCollector:
@@ -134,6 +152,10 @@ class BackgroundCollector:
             self.mailbox.published.wait(0.2)
             self.mailbox.published.clear()
 
+    def publish(self, weights: dict[str, Any] | None, version: int) -> None:
+        """New weights for the collector (picked up between two batches)."""
+        self.mailbox.publish(weights, version)
+
     def get(self, timeout: float = 1.0) -> Trajectory | None:
         """The next finished trajectory, or None after ``timeout`` (raises if the thread died)."""
         if self.error is not None:
@@ -147,8 +169,10 @@ class BackgroundCollector:
                 raise RuntimeError("collector thread stopped") from None
             return None
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, timeout: float = 60.0) -> list[Trajectory]:
+        """Stop the thread (episodes still queued or running are dropped, as before)."""
         self.stop_event.set()
         self._thread.join(timeout)
         if self._thread.is_alive():
             log.warning("collector thread did not stop within %.0fs", timeout)
+        return []

@@ -7,13 +7,19 @@ mode and algorithm live in the repository's ``configs/`` folder.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from devicerl.agents.factory import AgentSpec
 from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
+from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
+from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
 from devicerl.runtime.metrics import LoggingConfig
+
+if TYPE_CHECKING:
+    from devicerl.pool.pool import EnvPool
+    from devicerl.tasks import TaskSampler
 
 
 @dataclass
@@ -38,6 +44,22 @@ class EnvConfig:
         default=60.0,
         metadata={"help": "restart a device whose reset takes longer (seconds)", "gt": 0},
     )
+
+    def make_pool(self, tasks: TaskSampler, seed: int = 0) -> EnvPool:
+        """``num_envs`` supervised devices playing ``tasks`` (in this process's pool)."""
+        from devicerl.pool.pool import EnvPool
+        from devicerl.pool.supervisor import SupervisorConfig
+
+        specs = [EnvSpec(self.name, dict(self.kwargs)) for _ in range(self.num_envs)]
+        return EnvPool(
+            specs,
+            tasks=tasks,
+            worker=self.worker,
+            supervision=SupervisorConfig(
+                step_timeout=self.step_timeout_s, reset_timeout=self.reset_timeout_s
+            ),
+            seed=seed,
+        )
 
 
 @dataclass
@@ -98,6 +120,8 @@ class TrainConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    rollouts: RolloutsConfig = field(default_factory=RolloutsConfig)
     trajectories_per_iter: int = field(
         default=16, metadata={"help": "K: new trajectories per iteration", "min": 1}
     )
@@ -146,6 +170,7 @@ class TrainConfig:
             raise ConfigError(f"mode {self.mode} needs offline_data (a run dir, store or .pt)")
         if self.mode != "eval" and self.algo == "none" and self.mode != "online":
             raise ConfigError("algo none only collects: use mode online or eval")
+        self.rollouts.check_devices(self.env.worker)
 
     @property
     def eval_tasks(self) -> str:

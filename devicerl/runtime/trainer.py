@@ -29,13 +29,11 @@ import torch
 from devicerl.agents.base import Policy, require_trainable
 from devicerl.algos.base import Learner
 from devicerl.data.replay import ReplayBuffer
-from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.apply import is_labelled
 from devicerl.pool.pool import EnvPool
-from devicerl.pool.supervisor import SupervisorConfig
 from devicerl.records import Trajectory
-from devicerl.runtime.acting import BackgroundCollector, WeightMailbox
+from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.progress import RateProgress
@@ -126,17 +124,7 @@ class Trainer:
 
     # -- devices ------------------------------------------------------------------------------
     def make_pool(self, sampler: TaskSampler) -> EnvPool:
-        e = self.cfg.env
-        specs = [EnvSpec(e.name, dict(e.kwargs)) for _ in range(e.num_envs)]
-        return EnvPool(
-            specs,
-            tasks=sampler,
-            worker=e.worker,
-            supervision=SupervisorConfig(
-                step_timeout=e.step_timeout_s, reset_timeout=e.reset_timeout_s
-            ),
-            seed=self.cfg.seed,
-        )
+        return self.cfg.env.make_pool(sampler, seed=self.cfg.seed)
 
     def _train_sampler(self) -> TaskSampler:
         tasks = resolve(self.cfg.tasks.train)
@@ -232,13 +220,34 @@ class Trainer:
         cfg = self.cfg
         if not self._budget_left():
             return
+        source = self._collection_source().start()
+        bar = RateProgress("train", total=cfg.env_steps, unit="env steps")
+        try:
+            with bar:
+                bar.update(self.state.env_steps)
+                while self._budget_left():
+                    self._iteration(source, bar)
+        finally:
+            for t in source.stop():  # finished but not consumed: stored, never trained on
+                self._ingest(t, train=False)
+        self.checkpoint()
+
+    def _collection_source(self) -> CollectionSource:
+        """Where finished episodes come from: a collector thread in this process, or rollout
+        groups on a Ray cluster (``rollouts.groups``); the loop is the same."""
+        cfg = self.cfg
+        weights = self.actor.get_weights() if self.learner is not None else None
+        if cfg.rollouts.groups > 0:
+            from devicerl.runtime.cluster.fleet import RolloutFleet
+
+            return RolloutFleet(cfg, version=self.state.version, weights=weights)
         k = cfg.trajectories_per_iter
         acting = cfg.agent.make()
-        if self.learner is not None:
-            acting.set_weights(self.actor.get_weights(), self.state.version)
+        if weights is not None:
+            acting.set_weights(weights, self.state.version)
         mailbox = WeightMailbox()
         mailbox.version = self.state.version
-        bg = BackgroundCollector(
+        return BackgroundCollector(
             lambda: self.make_pool(self._train_sampler()),
             acting,
             mailbox,
@@ -247,18 +256,9 @@ class Trainer:
             overlap=cfg.overlap,
             batch=k,
             exploration=self.exploration,
-        ).start()
-        bar = RateProgress("train", total=cfg.env_steps, unit="env steps")
-        try:
-            with bar:
-                bar.update(self.state.env_steps)
-                while self._budget_left():
-                    self._iteration(bg, mailbox, bar)
-        finally:
-            bg.stop()
-        self.checkpoint()
+        )
 
-    def _iteration(self, bg: BackgroundCollector, mailbox: WeightMailbox, bar: RateProgress):
+    def _iteration(self, bg: CollectionSource, bar: RateProgress):
         cfg, s = self.cfg, self.state
         fresh: list[Trajectory] = []
         t0 = time.perf_counter()
@@ -285,13 +285,13 @@ class Trainer:
         self._next_version()
         s.iteration += 1
         weights = self.actor.get_weights() if self.learner is not None else None
-        mailbox.publish(weights, s.version)
+        bg.publish(weights, s.version)
         metrics.update(self._rollout_metrics(fresh, bg, wait_s, learn_s))
         self.metrics.log(metrics, s.env_steps)
         if s.iteration % cfg.checkpoint_every == 0:
             self.checkpoint()
 
-    def _ingest(self, t: Trajectory) -> bool:
+    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
         """Count and store one trajectory; True when it joins the replay buffer."""
         s = self.state
         s.env_steps += t.length
@@ -310,15 +310,16 @@ class Trainer:
         if lag >= self.cfg.max_policy_lag:
             s.dropped_stale += 1
             return False
-        self._add_to_replay(t)
-        return True
+        if train:
+            self._add_to_replay(t)
+        return train
 
     @property
     def recent_success(self) -> float:
         return sum(self.recent) / len(self.recent) if self.recent else 0.0
 
     def _rollout_metrics(
-        self, fresh: list[Trajectory], bg: BackgroundCollector, wait_s: float, learn_s: float
+        self, fresh: list[Trajectory], bg: CollectionSource, wait_s: float, learn_s: float
     ) -> dict[str, float]:
         s = self.state
         recent_lags = self.lags[-len(fresh) :] if fresh else [0]

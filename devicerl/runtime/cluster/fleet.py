@@ -1,0 +1,309 @@
+"""`RolloutFleet`: the learner's side of rollout groups on a Ray cluster.
+
+The fleet keeps ``rollouts.groups`` group actors alive (Ray places them where their resources
+are free; one that cannot be placed waits until a node with room joins), long-polls each for
+finished episodes on a background thread, and hands them to the trainer through the same
+interface as the in-process `BackgroundCollector` (`get`, `publish`, `stats`, `stop`).
+
+- Weights: one ``ray.put`` per published version; every group gets the same object ref.
+- Exactly once: episode ids are deduplicated on arrival (a group ships an episode only once it
+  ended, and may ship it early from its pool).
+- A lost group (its node removed, its process killed): the episodes it last reported running
+  become truncated ``node_lost`` (``group_lost`` when its node is still up), and a new group
+  takes its place where resources allow.
+- Backpressure: groups pause while ``max_ahead`` episodes wait unconsumed here, so data stays
+  fresh (the trainer's ``max_policy_lag`` drops what is still too old on arrival).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from devicerl.errors import ConfigError
+from devicerl.records import Trajectory
+from devicerl.runtime.cluster.group import (
+    GROUP_LOST,
+    NODE_LOST,
+    EpisodeHeader,
+    GroupSpec,
+    RolloutGroup,
+    Shipment,
+    _Weights,
+)
+
+if TYPE_CHECKING:
+    from devicerl.runtime.train_config import TrainConfig
+
+log = logging.getLogger(__name__)
+#: Counters of `CollectorStats` that add up over groups (rates are summed over live groups).
+_SUMMED = ("env_steps", "episodes", "successes", "truncated", "restarts", "retired")
+
+
+@dataclass
+class _Member:
+    """The fleet's record of one group actor."""
+
+    index: int
+    incarnation: int
+    actor: Any
+    pull: Any = None  # the pull in flight
+    node_id: str | None = None
+    running: list[EpisodeHeader] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+    paused: bool = False
+    retry_at: float = 0.0  # no pull before (after the actor was unreachable)
+
+
+def connect(address: str, **init_kwargs: Any) -> bool:
+    """Join (or start) Ray; True when this call started it (then the caller shuts it down)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("rollouts.groups needs Ray: pip install 'devicerl[ray]'") from None
+    if ray.is_initialized():
+        return False
+    kwargs = {"include_dashboard": False, "log_to_driver": False, **init_kwargs}
+    ray.init(address=address or None, **kwargs)
+    return True
+
+
+class RolloutFleet:
+    """Rollout groups on a Ray cluster, seen by the trainer as one collection source."""
+
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        *,
+        version: int = 0,
+        weights: dict[str, Any] | None = None,
+        max_ahead: int | None = None,
+        init_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        cfg.rollouts.check_devices(cfg.env.worker)
+        if cfg.rollouts.groups < 1:
+            raise ConfigError("RolloutFleet needs rollouts.groups >= 1")
+        self.cfg = cfg
+        self.target = cfg.rollouts.groups
+        self.max_ahead = max_ahead or cfg.max_ahead or 2 * cfg.trajectories_per_iter
+        self.owns_ray = connect(cfg.cluster.address, **(init_kwargs or {}))
+        import ray
+
+        self.ray = ray
+        self.actor_cls = ray.remote(RolloutGroup).options(**cfg.rollouts.actor_options())
+        self.counters: Counter[str] = Counter()
+        self._members: dict[int, _Member] = {}
+        self._incarnations: Counter[int] = Counter()
+        self._gone: dict[str, float] = {}  # summed stats of groups that are gone
+        self._weights = _Weights(version)
+        if weights is not None:
+            self.publish(weights, version)
+        self._out: deque[Trajectory] = deque()
+        self.seen: set[str] = set()  #: ids of every episode that arrived (or was closed lost)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._loop, name="rollout-fleet", daemon=True)
+
+    # -- the collection-source interface ---------------------------------------------------------
+    def start(self) -> RolloutFleet:
+        self._thread.start()
+        return self
+
+    def get(self, timeout: float = 1.0) -> Trajectory | None:
+        """The next finished episode, or None after ``timeout`` (raises if collection failed)."""
+        end = time.monotonic() + timeout
+        while True:
+            if self.error is not None:
+                raise self.error
+            with self._lock:
+                if self._out:
+                    return self._out.popleft()
+            if time.monotonic() >= end:
+                return None
+            if not self._thread.is_alive():
+                raise RuntimeError("rollout fleet stopped")
+            time.sleep(0.01)
+
+    def publish(self, weights: dict[str, Any] | None, version: int) -> None:
+        """New weights for every group: one object in the store, one ref shared by all."""
+        ref = None
+        if weights is not None:
+            ref = self.ray.put(weights)
+            self.counters["weights_put"] += 1
+        self._weights = _Weights(version, ref)
+        for m in list(self._members.values()):
+            m.actor.set_weights.remote(version, [ref] if ref is not None else [])
+
+    @property
+    def stats(self) -> dict[str, float]:
+        with self._lock:
+            live = list(self._members.values())
+            out: dict[str, float] = dict(self._gone)
+            for m in live:
+                for k, v in m.stats.items():
+                    if k.startswith("collect/") and k.split("/", 1)[1] in _SUMMED:
+                        out[k] = out.get(k, 0.0) + v
+            out["collect/steps_per_s"] = sum(m.stats.get("collect/steps_per_s", 0.0) for m in live)
+            out["cluster/groups_alive"] = float(sum(m.node_id is not None for m in live))
+            out["cluster/nodes"] = float(len({m.node_id for m in live if m.node_id}))
+            out["cluster/queued"] = float(len(self._out))
+            for k, v in self.counters.items():
+                out[f"cluster/{k}"] = float(v)
+        return out
+
+    def stop(self, timeout: float = 30.0) -> list[Trajectory]:
+        """Stop the groups (episodes still running are dropped), take what they shipped
+        last, and stop Ray if the fleet started it. Returns the finished episodes nobody
+        took: they ended on a device, so the trainer stores them (not trained on)."""
+        members = list(self._members.values())
+        refs = []
+        for m in members:
+            with contextlib.suppress(Exception):  # a group that is gone already
+                refs.append(m.actor.stop.remote())
+        with contextlib.suppress(Exception):
+            self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        self._stop.set()
+        self._thread.join(timeout)
+        for m in members:  # the pull in flight, then one more: nothing shipped is dropped
+            for ref in [m.pull, m.actor.pull.remote(0.0)]:
+                with contextlib.suppress(Exception):
+                    if ref is not None and self.ray.wait([ref], timeout=timeout)[0]:
+                        self._take(m, self.ray.get(ref))
+            m.pull = None
+        for m in members:
+            with contextlib.suppress(Exception):
+                self.ray.kill(m.actor, no_restart=True)
+        self._members.clear()
+        if self.owns_ray and self.ray.is_initialized():
+            self.ray.shutdown()
+        with self._lock:
+            left, self._out = list(self._out), deque()
+        return left
+
+    # -- introspection (tests, benchmarks) -----------------------------------------------------
+    def placement(self) -> dict[int, str | None]:
+        """Node id of each group (None: not placed or not heard from yet)."""
+        with self._lock:
+            return {i: m.node_id for i, m in self._members.items()}
+
+    def members(self) -> dict[int, Any]:
+        """The actor handle of each group."""
+        with self._lock:
+            return {i: m.actor for i, m in self._members.items()}
+
+    # -- the background loop ---------------------------------------------------------------------
+    def _loop(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._fill()
+                self._poll()
+                self._throttle()
+        except BaseException as e:  # surfaced to the trainer by `get`
+            log.exception("rollout fleet failed")
+            self.error = e
+
+    def _fill(self) -> None:
+        """Create groups up to the target (Ray queues them until resources allow)."""
+        for index in range(self.target):
+            if index in self._members:
+                continue
+            incarnation = self._incarnations[index]
+            self._incarnations[index] += 1
+            spec = GroupSpec(self.cfg, index, incarnation, self._weights)
+            member = _Member(index, incarnation, self.actor_cls.remote(spec))
+            with self._lock:
+                self._members[index] = member
+            self.counters["groups_created"] += 1
+
+    def _poll(self) -> None:
+        poll_s = self.cfg.rollouts.poll_s
+        now = time.monotonic()
+        for m in self._members.values():
+            if m.pull is None and now >= m.retry_at:
+                m.pull = m.actor.pull.remote(poll_s)
+        by_ref = {m.pull: m for m in self._members.values() if m.pull is not None}
+        if not by_ref:
+            time.sleep(poll_s)
+            return
+        ready, _ = self.ray.wait(list(by_ref), num_returns=1, timeout=poll_s)
+        if ready:
+            ready, _ = self.ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
+        for ref in ready:
+            m = by_ref[ref]
+            m.pull = None
+            try:
+                shipment: Shipment = self.ray.get(ref)
+            except self.ray.exceptions.ActorUnavailableError as e:
+                # unreachable for now: its node may be going down, or only slow to answer;
+                # pull again shortly, until it answers or Ray declares it dead
+                if m.node_id is not None and not self._node_alive(m.node_id):
+                    self._lost(m, e)
+                else:
+                    m.retry_at = time.monotonic() + poll_s
+                continue
+            except self.ray.exceptions.RayActorError as e:
+                if m.node_id is None and "creation task" in str(e):
+                    raise RuntimeError(f"rollout group {m.index} could not start: {e}") from e
+                self._lost(m, e)
+                continue
+            self._take(m, shipment)
+
+    def _take(self, m: _Member, shipment: Shipment) -> None:
+        if shipment.error is not None:
+            raise RuntimeError(f"rollout group {m.index}: {shipment.error}")
+        fresh = []
+        for t in shipment.trajectories:
+            if t.episode_id in self.seen:
+                self.counters["duplicates"] += 1
+                continue
+            self.seen.add(t.episode_id)
+            fresh.append(t)
+        with self._lock:
+            m.node_id, m.running, m.stats = shipment.node_id, shipment.running, shipment.stats
+            self._out.extend(fresh)
+
+    def _lost(self, m: _Member, error: BaseException) -> None:
+        """A group died: close what it was playing, forget it (`_fill` replaces it)."""
+        cause = NODE_LOST if m.node_id is None or not self._node_alive(m.node_id) else GROUP_LOST
+        lost = [h.lost(cause) for h in m.running if h.episode_id not in self.seen]
+        for t in lost:
+            t.extras.update(rollout_group=m.index, node=m.node_id)
+            self.seen.add(t.episode_id)
+        log.warning(
+            "rollout group %d on node %s lost (%s): %d episodes truncated %s",
+            m.index,
+            (m.node_id or "?")[:12],
+            type(error).__name__,
+            len(lost),
+            cause,
+        )
+        with self._lock:
+            for k, v in m.stats.items():
+                if k.startswith("collect/") and k.split("/", 1)[1] in _SUMMED:
+                    self._gone[k] = self._gone.get(k, 0.0) + v
+            self._out.extend(lost)
+            del self._members[m.index]
+        self.counters[f"{cause}_groups"] += 1
+        self.counters[f"{cause}_episodes"] += len(lost)
+
+    def _node_alive(self, node_id: str) -> bool:
+        try:
+            nodes = self.ray.nodes()
+        except Exception:
+            return False
+        return any(n["NodeID"] == node_id and n["Alive"] for n in nodes)
+
+    def _throttle(self) -> None:
+        """Pause every group while ``max_ahead`` episodes wait here; resume at half."""
+        queued = len(self._out)
+        for m in self._members.values():
+            pause = queued >= self.max_ahead or (m.paused and queued > self.max_ahead // 2)
+            if pause != m.paused:
+                m.paused = pause
+                m.actor.throttle.remote(pause)

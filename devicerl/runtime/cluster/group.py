@@ -1,0 +1,293 @@
+"""A rollout group: one Ray actor owning a node-local device pool, a policy replica and a judge.
+
+The group runs the same `Collector` a single-process run uses, on its own thread, and keeps
+what it produced in an outbox until the learner's fleet pulls it (a long poll: `pull` returns
+as soon as something is ready). It ships whole finished episodes, never single steps, and each
+at most once: an episode that ended while its device resets (Android resets take 10-60 s) is
+shipped from the pool at once, and skipped when the collector hands it out later. Every reply
+also lists the episodes still running, so the fleet can close them as truncated ``node_lost``
+if this node disappears. Weights arrive as versioned Ray object refs; the collector thread
+fetches only the newest one, between two batched agent calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from devicerl.agents.base import Policy
+from devicerl.records import EndReason, Trajectory
+from devicerl.runtime.collector import Collector
+from devicerl.runtime.exploration import TaskExploration
+from devicerl.tasks import TaskSampler, resolve
+
+if TYPE_CHECKING:
+    from devicerl.runtime.train_config import TrainConfig
+
+log = logging.getLogger(__name__)
+NODE_LOST = "node_lost"  #: truncation cause of episodes running on a node that disappeared
+GROUP_LOST = "group_lost"  #: ... on a group whose actor died while its node stayed up
+
+
+@dataclass
+class EpisodeHeader:
+    """What the learner needs to account for a running episode if its node is lost."""
+
+    episode_id: str
+    task: str
+    instruction: str
+    seed: int
+    env_id: int | None
+    device: str
+    steps: int
+    started_at: float
+    extras: dict[str, Any]
+
+    @classmethod
+    def of(cls, t: Trajectory) -> EpisodeHeader:
+        return cls(
+            t.episode_id,
+            t.task,
+            t.instruction,
+            t.seed,
+            t.env_id,
+            t.device,
+            len(t.steps),
+            t.started_at,
+            dict(t.extras),
+        )
+
+    def lost(self, cause: str) -> Trajectory:
+        """The record of this episode, cut short by ``cause`` (its steps died with the node)."""
+        traj = Trajectory(
+            task=self.task,
+            instruction=self.instruction,
+            seed=self.seed,
+            episode_id=self.episode_id,
+            env_id=self.env_id,
+            device=self.device,
+            started_at=self.started_at,
+            extras={**self.extras, "lost_steps": self.steps},
+        )
+        return traj.end(EndReason.TRUNCATED, success=False, cause=cause)
+
+
+@dataclass
+class Shipment:
+    """One reply of `RolloutGroup.pull`."""
+
+    trajectories: list[Trajectory]
+    running: list[EpisodeHeader]
+    stats: dict[str, float]
+    node_id: str
+    error: str | None = None
+    stopped: bool = False
+
+
+@dataclass
+class _Weights:
+    version: int
+    ref: Any = None  # a Ray ObjectRef of the weights dict (None: only the version moves)
+
+
+@dataclass
+class GroupSpec:
+    """Everything a group needs, picklable: the run's config and this group's place."""
+
+    cfg: TrainConfig
+    index: int
+    incarnation: int = 0
+    weights: _Weights = field(default_factory=lambda: _Weights(0))
+
+    def seed(self) -> int:
+        """Distinct task instances per group and per incarnation (and after a resume)."""
+        seq = np.random.SeedSequence(
+            [self.cfg.seed, self.index, self.incarnation, self.weights.version]
+        )
+        return int(seq.generate_state(1)[0])
+
+
+class RolloutGroup:
+    """The actor body (wrapped with ``ray.remote`` by the fleet)."""
+
+    def __init__(self, spec: GroupSpec) -> None:
+        import ray
+
+        self.ray = ray
+        self.spec = spec
+        cfg = spec.cfg
+        self.node_id: str = ray.get_runtime_context().get_node_id()
+        device = "cuda" if ray.get_gpu_ids() else "cpu"  # the node's GPU when Ray gave one
+        self.policy: Policy = replace(cfg.agent, device=device).make()
+        self._latest = spec.weights
+        self.policy.version = -1
+        self._fresh_policy()
+        self._cond = threading.Condition()
+        self._resume = threading.Event()
+        self._stop = threading.Event()
+        self._outbox: deque[Trajectory] = deque()
+        self._early: set[str] = set()  # shipped from the pool before the collector saw them
+        self._paused = False
+        self.error: str | None = None
+        self.collector: Collector | None = None
+        self.judge = None
+        if cfg.judge.kind != "native":
+            from devicerl.judges.config import make_runner
+
+            self.judge = make_runner(cfg.judge)
+        self._thread = threading.Thread(target=self._run, name="rollout-group", daemon=True)
+        self._thread.start()
+
+    # -- calls from the fleet -------------------------------------------------------------------
+    def where(self) -> dict[str, Any]:
+        return {"node_id": self.node_id, "pid": os.getpid(), "device": str(self.policy_device)}
+
+    @property
+    def policy_device(self) -> str:
+        params = next(iter(self.policy.parameters()), None) if self.policy.trainable else None
+        return str(params.device) if params is not None else "cpu"
+
+    def set_weights(self, version: int, refs: list[Any]) -> None:
+        """Offer weights ``version`` (``refs``: [ObjectRef] or [] for a version-only update);
+        the collector thread loads the newest between two batches."""
+        with self._cond:
+            if version > self._latest.version:
+                self._latest = _Weights(version, refs[0] if refs else None)
+        self._resume.set()
+
+    def throttle(self, paused: bool) -> None:
+        """Pause (or resume) collection: the learner has enough unconsumed episodes."""
+        self._paused = paused
+        self._resume.set()
+
+    def pull(self, timeout_s: float) -> Shipment:
+        """Finished episodes not shipped yet (waits up to ``timeout_s`` for one)."""
+        end = time.monotonic() + timeout_s
+        with self._cond:
+            while not (self._outbox or self.error or self._stop.is_set() or self._ended()):
+                left = end - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(min(0.05, left))
+            items = list(self._outbox)
+            self._outbox.clear()
+        out = [t for t in items if not self._shipped_early(t)]
+        running, ended = self._in_pool()
+        if self.judge is None:  # with a judge the verdict is part of the episode: wait for it
+            shipping = {t.episode_id for t in out}
+            for t in ended:
+                if t.episode_id not in self._early and t.episode_id not in shipping:
+                    self._early.add(t.episode_id)
+                    out.append(t)
+        for t in out:
+            t.extras.setdefault("rollout_group", self.spec.index)
+            t.extras.setdefault("node", self.node_id)
+        self._audit(out)
+        return Shipment(
+            out,
+            [EpisodeHeader.of(t) for t in running],
+            self._stats(),
+            self.node_id,
+            self.error,
+            stopped=not self._thread.is_alive(),
+        )
+
+    def stop(self, timeout_s: float = 30.0) -> dict[str, float]:
+        """Stop collecting and close the devices (episodes in flight are dropped)."""
+        self._stop.set()
+        self._resume.set()
+        self._thread.join(timeout_s)
+        return self._stats()
+
+    # -- the collector thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        cfg, spec = self.spec.cfg, self.spec
+        ex = cfg.exploration
+        exploration = TaskExploration(ex.max, ex.window) if ex.max > 0 else None
+        sampler = TaskSampler(
+            resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
+        )
+        batch = -(-cfg.trajectories_per_iter // max(1, cfg.rollouts.groups))
+        try:
+            with cfg.env.make_pool(sampler, seed=spec.seed()) as pool:
+                self.pool = pool
+                self.collector = Collector(
+                    pool,
+                    self.policy,
+                    policy_source=self._fresh_policy,
+                    judge=self.judge,
+                    exploration=exploration,
+                )
+                seen = self.policy.version
+                for produced, traj in enumerate(self.collector.collect(None, stop=self._stop), 1):
+                    with self._cond:
+                        self._outbox.append(traj)
+                        self._cond.notify_all()
+                    if not cfg.overlap and produced % batch == 0:  # DigiRL's rhythm
+                        self._hold(lambda s=seen: self._latest.version <= s)
+                        seen = self._latest.version
+                    self._hold(lambda: self._paused)
+        except BaseException as e:  # shipped to the fleet, which raises it
+            log.exception("rollout group %d failed", spec.index)
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.pool = None
+            with self._cond:
+                self._cond.notify_all()
+
+    def _hold(self, waiting) -> None:
+        while waiting() and not self._stop.is_set():
+            self._resume.wait(0.2)
+            self._resume.clear()
+
+    def _fresh_policy(self) -> Policy | None:
+        latest = self._latest
+        if latest.version <= self.policy.version:
+            return None
+        weights = self.ray.get(latest.ref) if latest.ref is not None else None
+        if weights is None:
+            self.policy.version = latest.version
+        else:
+            self.policy.set_weights(weights, latest.version)
+        return self.policy
+
+    # -- helpers ---------------------------------------------------------------------------------
+    pool: Any = None
+
+    def _in_pool(self) -> tuple[list[Trajectory], list[Trajectory]]:
+        pool = self.pool
+        return pool.episodes_in_progress() if pool is not None else ([], [])
+
+    def _ended(self) -> bool:
+        return self.judge is None and any(
+            t.episode_id not in self._early for t in self._in_pool()[1]
+        )
+
+    def _shipped_early(self, t: Trajectory) -> bool:
+        if t.episode_id in self._early:
+            self._early.discard(t.episode_id)
+            return True
+        return False
+
+    def _stats(self) -> dict[str, float]:
+        out = dict(self.collector.stats.as_dict()) if self.collector is not None else {}
+        out["policy_version"] = float(self.policy.version)
+        return out
+
+    def _audit(self, shipped: list[Trajectory]) -> None:
+        path = self.spec.cfg.rollouts.ledger
+        if path and shipped:
+            lines = "".join(
+                f"{t.episode_id}\t{t.end_reason.value}\t{self.spec.index}\t{self.node_id}\n"
+                for t in shipped
+                if t.end_reason is not None
+            )
+            with open(path, "a") as f:  # one append per reply; O_APPEND keeps writers apart
+                f.write(lines)

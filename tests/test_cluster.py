@@ -1,0 +1,177 @@
+"""Rollout groups on a real multi-node Ray cluster on this machine (`ray.cluster_utils.Cluster`).
+
+Worker nodes carry a ``devicerl_group`` resource (one rollout group each). A training run
+(`Trainer`, synthetic devices) spreads its groups over the nodes, keeps going when a node is
+removed mid-run (the episodes running there end truncated ``node_lost``; every episode a group
+shipped is in the store exactly once), and places the lost group again when a node joins.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from devicerl.config import load_config
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+ray = pytest.importorskip("ray")
+
+
+def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainConfig:
+    return load_config(
+        TrainConfig,
+        None,
+        [
+            "mode=online",
+            "algo=none",
+            "env.name=synthetic/steps",
+            "env.worker=serial",
+            "env.num_envs=4",
+            "env.kwargs={render: false, step_latency: 0.03, reset_latency: 0.05}",
+            "tasks.train=synthetic/steps",
+            "trajectories_per_iter=8",
+            f"env_steps={env_steps}",
+            "eval.at_end=false",
+            f"rollouts.groups={groups}",
+            "rollouts.num_cpus=0.25",
+            "rollouts.resources={devicerl_group: 1}",
+            "rollouts.poll_s=0.2",
+            f"rollouts.ledger={tmp_path / 'ledger.tsv'}",
+            *extra,
+        ],
+    )
+
+
+def _ledger(path: Path) -> list[tuple[str, str, int, str]]:
+    """(episode id, end reason, group, node id) of every episode a group shipped."""
+    if not path.exists():
+        return []
+    rows = [line.split("\t") for line in path.read_text().splitlines() if line]
+    return [(r[0], r[1], int(r[2]), r[3]) for r in rows]
+
+
+def _stored(run: Path) -> tuple[Counter[str], dict[str, tuple[str, str | None, str]]]:
+    """How often each episode id is stored, and its (end reason, truncation cause, node)."""
+    import json
+
+    counts: Counter[str] = Counter()
+    info: dict[str, tuple[str, str | None, str]] = {}
+    for shard in sorted((run / "trajectories").glob("*.parquet")):
+        cols = ["episode_id", "is_final", "end_reason", "truncation_cause", "episode_extras"]
+        for row in pq.ParquetFile(shard).read(columns=cols).to_pylist():
+            if row["is_final"]:
+                counts[row["episode_id"]] += 1
+                node = (json.loads(row["episode_extras"] or "{}") or {}).get("node", "")
+                info[row["episode_id"]] = (row["end_reason"], row["truncation_cause"], node)
+    return counts, info
+
+
+def _wait(predicate, what: str, timeout: float = 60.0) -> None:
+    t0 = time.monotonic()
+    while not predicate():
+        assert time.monotonic() < t0 + timeout, f"timed out waiting for {what}"
+        time.sleep(0.1)
+    print(f"{what}: {time.monotonic() - t0:.1f}s")
+
+
+@pytest.fixture
+def cluster(monkeypatch):
+    """A head node and one worker node with a rollout-group slot; failures detected fast."""
+    from devicerl.runtime.cluster.local import LocalCluster
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert not ray.is_initialized()
+    fast = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
+    local = LocalCluster(nodes=0, system_config=fast)
+    try:
+        yield local.start()
+    finally:
+        ray.shutdown()
+        local.shutdown()
+
+
+def _add(local, name: str):
+    node = local.add_node(name)
+    local.cluster.wait_for_nodes()
+    return node
+
+
+def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path) -> None:
+    from devicerl.runtime.trainer import Trainer
+
+    a = _add(cluster, "node_a")
+    ledger = tmp_path / "ledger.tsv"
+    cfg = _config(tmp_path, 2, 600, f"cluster.address={cluster.address}")
+    trainer = Trainer(cfg, RunDir(tmp_path / "run"))
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(trainer.run()), daemon=True)
+    thread.start()
+
+    def nodes_shipping() -> set[str]:
+        return {node for _, _, _, node in _ledger(ledger)}
+
+    # one node with room: one group runs, the other waits for a slot
+    _wait(lambda: len(_ledger(ledger)) >= 5, "episodes from the first node")
+    assert nodes_shipping() == {a.node_id}
+    b = _add(cluster, "node_b")  # a node joins: the waiting group starts there
+    _wait(lambda: b.node_id in nodes_shipping(), "the second node's group")
+    assert thread.is_alive(), "the run ended before the second node was used"
+    _wait(lambda: sum(n == b.node_id for *_, n in _ledger(ledger)) >= 5, "episodes from b")
+    cluster.cluster.remove_node(b, allow_graceful=False)  # mid-run: its group and devices die
+    c = _add(cluster, "node_c")  # the lost group is placed again where there is room
+    _wait(lambda: c.node_id in nodes_shipping(), "the re-created group on the third node")
+    assert thread.is_alive(), "the run ended before the lost group was re-created"
+    thread.join(120)
+    assert not thread.is_alive() and result, "the run did not complete"
+    assert result["env_steps"] >= 600
+
+    counts, stored = _stored(tmp_path / "run")
+    assert max(counts.values()) == 1, [e for e, n in counts.items() if n > 1]  # exactly once
+    shipped = _ledger(ledger)
+    assert len({e for e, *_ in shipped}) == len(shipped)  # no group shipped an episode twice
+    for episode_id, reason, _, _ in shipped:  # nothing a group shipped was lost
+        assert episode_id in stored, episode_id
+        assert stored[episode_id][0] == reason
+    lost = {e: s for e, s in stored.items() if s[1] == "node_lost"}
+    assert lost, "no episode was running on the removed node"
+    assert {node for _, _, node in lost.values()} == {b.node_id}
+    assert not set(lost) & {e for e, *_ in shipped}  # lost ones were never shipped complete
+    assert result["truncated"] == len(lost)
+    assert result["version"] > 1 and trainer.state.iteration == result["version"]
+
+
+def test_cluster_up_local_starts_nodes_with_group_slots(monkeypatch) -> None:
+    """``devicerl cluster up --local 1`` prints an address a run can join, with one
+    rollout-group slot per worker node, and stops on Ctrl-C."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    cmd = [sys.executable, "-m", "devicerl.cli.main", "cluster", "up", "--local", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("address: "), line
+        ray.init(address=line.split()[1], log_to_driver=False)
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        assert len(alive) == 2
+        assert sum(n["Resources"].get("devicerl_group", 0) for n in alive) == 1
+        ray.shutdown()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0 and "cluster stopped" in out
+    finally:
+        ray.shutdown()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
