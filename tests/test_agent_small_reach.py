@@ -273,3 +273,41 @@ def test_a_drag_between_coloured_squares_is_learnt_from_pixels() -> None:
     after = success()
     assert before <= 0.1 and after >= 0.9, (before, after)
     assert all(a.action.type is ActionType.DUAL_POINT for a in agent.act([data[0][0]]))
+
+
+def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> None:
+    """Behaviour cloning on 'Type "word" in capitals': the upper-case word appears nowhere, so
+    only the character decoder writes it, copying each letter's place and changing its case."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def episode(seed: int) -> tuple[Observation, str]:
+        r = random.Random(seed)
+        word = "".join(r.choice(letters) for _ in range(r.randint(3, 6)))
+        return Observation(f'Type "{word}" in capitals', (100, 100)), word.upper()
+
+    agent = SmallAgent(
+        d_model=48, n_layers=1, d_ff=96, free_text=True, allowed_types=("TYPE",), explore=0.0,
+        features=FeatureConfig(history=False),
+    )  # fmt: skip
+    agent.featurizer.enable_cache()
+
+    def success() -> float:
+        held_out = [episode(s) for s in range(10_000, 10_040)]
+        acts = agent.act([o for o, _ in held_out], greedy=True)
+        return sum(a.action.text == w for (_, w), a in zip(held_out, acts)) / len(held_out)
+
+    data = [(o, Action.type_text(w)) for o, w in (episode(s) for s in range(400))]
+    before = success()
+    opt = torch.optim.Adam(agent.parameters(), lr=3e-3)
+    rng = random.Random(0)
+    agent.train()
+    for _ in range(250):
+        batch = rng.sample(data, 16)
+        loss = -agent.log_prob([o for o, _ in batch], [a for _, a in batch]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    agent.eval()
+    after = success()
+    assert before == 0.0 and after >= 0.9, (before, after)
+    assert {a.extras["source"] for a in agent.act([data[0][0]] * 4)} == {"free"}

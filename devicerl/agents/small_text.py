@@ -6,8 +6,9 @@
 - Free text (`free_text`): a character decoder (a GRU) with copy, for text that appears nowhere
   verbatim (a case change, a sum). At each step it mixes writing a character from a small
   vocabulary (printable ASCII) with copying one of the instruction's characters (attention over
-  them), and the vocabulary distribution also reads the attended characters, so "copy this
-  letter in upper case" is learnable. The probability of a character is the sum over every way
+  them, each known by itself, its place in its word and its word's state; the decoder is fed
+  what it attended to last, so it can walk through a word), and the vocabulary distribution
+  also reads the attended characters, so "copy this letter in upper case" is learnable. The probability of a character is the sum over every way
   to produce it (generated, or copied from any position holding it), so the log-prob of a text
   is exact and does not depend on how it was produced; a text ends with an end symbol, or at
   ``max_chars`` characters.
@@ -31,6 +32,8 @@ VOCAB = _LAST - _FIRST + 2
 UNK = VOCAB
 #: Instruction characters the decoder can copy from.
 MAX_SOURCE = 200
+#: Places inside a word told apart (later characters share the last).
+MAX_IN_TOKEN = 16
 _MASKED = -1e9
 
 
@@ -111,13 +114,17 @@ class CharSource:
         n = max(1, max(len(t) for t in self.texts))
         ids = torch.zeros(len(metas), n, dtype=torch.long)
         tok = torch.full((len(metas), n), -1, dtype=torch.long)
+        pos = torch.zeros(len(metas), n, dtype=torch.long)
         mask = torch.zeros(len(metas), n, dtype=torch.bool)
         for b, (m, text) in enumerate(zip(metas, self.texts)):
             ids[b, : len(text)] = torch.tensor([char_id(c) for c in text], dtype=torch.long)
             mask[b, : len(text)] = True
             for i, (s, e) in enumerate(m.token_spans):
-                tok[b, s : min(e, len(text))] = i
+                e = min(e, len(text))
+                tok[b, s:e] = i
+                pos[b, s:e] = torch.arange(e - s).clamp(max=MAX_IN_TOKEN - 1)
         self.ids, self.tok, self.mask = ids.to(device), tok.to(device), mask.to(device)
+        self.pos = pos.to(device)
 
     def match(self, rows: Sequence[int], chars: Sequence[str]) -> torch.Tensor:
         """[N, Ls] bool: source positions of row ``rows[i]`` holding character ``chars[i]``."""
@@ -137,6 +144,7 @@ class CharDecoder(nn.Module):
         super().__init__()
         self.max_chars = max_chars
         self.embed = nn.Embedding(VOCAB + 1, d)
+        self.in_token = nn.Embedding(MAX_IN_TOKEN, d)  # a character's place in its word
         self.from_token = nn.Linear(d, d)
         self.init = nn.Linear(d, d)
         self.cell = nn.GRUCell(d, d)
@@ -145,24 +153,26 @@ class CharDecoder(nn.Module):
         self.gate = nn.Linear(2 * d, 1)
 
     def memory(self, instr: torch.Tensor, src: CharSource) -> torch.Tensor:
-        """Per source character: its embedding plus its instruction token's state."""
+        """Per source character: its embedding, its place in its word and that word's state."""
         pad = F.pad(instr, (0, 0, 0, 1))  # index -1 -> the zero row
         idx = src.tok.clamp(min=-1) % pad.shape[1]
         tokens = torch.gather(pad, 1, idx.unsqueeze(-1).expand(-1, -1, pad.shape[-1]))
-        return self.embed(src.ids) + self.from_token(tokens)
+        return self.embed(src.ids) + self.in_token(src.pos) + self.from_token(tokens)
 
     def step(
         self,
         h: torch.Tensor,
         prev: torch.Tensor,
+        ctx: torch.Tensor,
         mem: torch.Tensor,
         mask: torch.Tensor,
         temperature: float,
         first: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step: the new state, log-probs of writing each vocabulary symbol [N, VOCAB] and
-        of copying each source position [N, Ls] (the two sum to one over all options)."""
-        h = self.cell(self.embed(prev), h)
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One step from the previous symbol and attended context: the new state and context,
+        log-probs of writing each vocabulary symbol [N, VOCAB] and of copying each source
+        position [N, Ls] (the two sum to one over all options)."""
+        h = self.cell(self.embed(prev) + ctx, h)
         scale = 1.0 / math.sqrt(h.shape[-1])
         att = torch.einsum("nd,nsd->ns", self.query(h), self.key(mem)) * scale
         att = F.log_softmax((att / temperature).masked_fill(~mask, _MASKED), -1)
@@ -175,7 +185,7 @@ class CharDecoder(nn.Module):
         gate = self.gate(both).squeeze(-1) / temperature
         write = F.log_softmax(vocab, -1) + F.logsigmoid(gate).unsqueeze(-1)
         copy = att + F.logsigmoid(-gate).unsqueeze(-1)
-        return h, write, copy.masked_fill(~mask, _MASKED)
+        return h, ctx, write, copy.masked_fill(~mask, _MASKED)
 
     def log_prob(
         self,
@@ -193,8 +203,9 @@ class CharDecoder(nn.Module):
         steps = max(min(len(t) + 1, self.max_chars) for t in texts)
         total = g.new_zeros(len(texts))
         prev = torch.zeros(len(texts), dtype=torch.long, device=g.device)
+        ctx = torch.zeros_like(h)
         for t in range(steps):
-            h, write, copy = self.step(h, prev, mem_r, mask, temperature, t == 0)
+            h, ctx, write, copy = self.step(h, prev, ctx, mem_r, mask, temperature, t == 0)
             chars = [s[t] if t < len(s) else "" for s in texts]
             sym = torch.tensor([char_id(c) if c else 0 for c in chars], device=g.device)
             in_vocab = sym < UNK
@@ -227,8 +238,9 @@ class CharDecoder(nn.Module):
         out = [""] * len(rows)
         done = [False] * len(rows)
         prev = torch.zeros(len(rows), dtype=torch.long, device=g.device)
+        ctx = torch.zeros_like(h)
         for t in range(self.max_chars):
-            h, write, copy = self.step(h, prev, mem_r, mask, temperature, t == 0)
+            h, ctx, write, copy = self.step(h, prev, ctx, mem_r, mask, temperature, t == 0)
             p_write, p_copy = write.exp(), copy.exp() * mask
             # merge copies of vocabulary characters into their symbol: one option per character
             known = ids_r < UNK
