@@ -8,10 +8,10 @@
   vocabulary (printable ASCII) with copying one of the instruction's characters (attention over
   them, each known by itself, its place in its word and its word's state; the decoder is fed
   what it attended to last, so it can walk through a word), and the vocabulary distribution
-  also reads the attended characters, so "copy this letter in upper case" is learnable. The probability of a character is the sum over every way
-  to produce it (generated, or copied from any position holding it), so the log-prob of a text
-  is exact and does not depend on how it was produced; a text ends with an end symbol, or at
-  ``max_chars`` characters.
+  also reads the attended characters, so "copy this letter in upper case" is learnable. The
+  probability of a character is the sum over every way to produce it (generated, or copied
+  from any position holding it), so the log-prob of a text is exact and does not depend on
+  how it was produced; a text ends with an end symbol, or at ``max_chars`` characters.
 """
 
 from __future__ import annotations
