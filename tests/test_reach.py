@@ -59,8 +59,16 @@ def test_cli_reach_report(tmp_path):
     assert by_task["drag-box"].split()[1] == "no" and "drag*" in by_task["drag-box"]
     assert by_task["draw-circle"].split()[1] == "outside"
     assert lines[-1].startswith("agent reaches ") and f"/{len(NEEDS)} tasks" in lines[-1]
+    full = io.StringIO()
+    options = ["point_actions=true", "page_text=true", "free_text=true", "features.pixels=true"]
+    with redirect_stdout(full):
+        argv = ["tasks", "--reach", "miniwob", *(f"--agent-set={o}" for o in options)]
+        assert cli_main(argv) == 0
+    reach = len(NEEDS) - len(OUTSIDE)
+    assert full.getvalue().splitlines()[-1].startswith(f"agent reaches {reach}/{len(NEEDS)} ")
     with redirect_stdout(io.StringIO()):
         assert cli_main(["tasks", "--reach", "miniwob", "--agent", str(tmp_path)]) == 2
+        assert cli_main(["tasks", "--reach", "miniwob", "--agent-set", "no_such=1"]) == 2
 
 
 # -- pickers on real Chromium --------------------------------------------------------------------

@@ -32,6 +32,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="small",
         help="with --reach: 'small' (the default small agent) or a saved small agent's folder",
     )
+    p.add_argument(
+        "--agent-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="with --reach and --agent small: a small-agent option (repeatable), e.g. "
+        "--agent-set point_actions=true --agent-set features.pixels=true",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     found = tasks.resolve(args.spec)
     if args.reach:
-        return _reach(found, args.agent)
+        return _reach(found, args.agent, args.agent_set)
     if args.count:
         print(len(found))
         return 0
@@ -59,21 +67,34 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reach(found: list, agent: str) -> int:
+def _reach(found: list, agent: str, options: list[str]) -> int:
+    import sys
     from pathlib import Path
 
     from devicerl.agents.small import SmallAgent
+    from devicerl.agents.small_net import SmallAgentConfig
+    from devicerl.config import load_config
+    from devicerl.errors import ConfigError
     from devicerl.tasks.miniwob_reach import format_reach, reach_rows
+
+    def fail(message: str) -> int:
+        print(f"devicerl tasks: error: {message}", file=sys.stderr)
+        return 2
 
     names = [t.name for t in found if t.name.startswith("miniwob/")]
     if not names:
-        print("devicerl tasks: error: --reach covers MiniWoB++ tasks only (e.g. miniwob)")
-        return 2
+        return fail("--reach covers MiniWoB++ tasks only (e.g. miniwob)")
     if agent != "small" and not (Path(agent) / "small_agent.json").is_file():
-        print(f"devicerl tasks: error: --agent {agent!r} is neither 'small' nor a saved "
-              "small agent folder (no small_agent.json)")  # fmt: skip
-        return 2
-    policy = SmallAgent() if agent == "small" else SmallAgent.from_pretrained(agent)
-    print(f"agent: {agent}; has {' '.join(sorted(k.value for k in policy.action_kinds))}")
+        return fail(f"--agent {agent!r} is neither 'small' nor a saved small agent folder "
+                    "(no small_agent.json)")  # fmt: skip
+    if agent != "small" and options:
+        return fail("--agent-set applies to --agent small only")
+    try:
+        config = load_config(SmallAgentConfig, None, options)
+    except (ConfigError, ValueError, TypeError) as e:
+        return fail(f"--agent-set: {e}")
+    policy = SmallAgent(config) if agent == "small" else SmallAgent.from_pretrained(agent)
+    label = " ".join([agent, *options])
+    print(f"agent: {label}; has {' '.join(sorted(k.value for k in policy.action_kinds))}")
     print(format_reach(reach_rows(names, policy.action_kinds)))
     return 0
