@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+import typing
 from collections.abc import Sequence
 
 from devicerl import __version__
@@ -32,8 +33,16 @@ COMMANDS = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (exit code 2), like every other
+    error of the command line; ``--help`` still shows the usage."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="devicerl",
         description="Train and evaluate device-control agents on a fleet of devices.",
     )

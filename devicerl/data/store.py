@@ -191,7 +191,8 @@ def _open_shard(path: Path) -> pq.ParquetFile:
     """Open and check a shard; every failure is a DataError naming the file."""
     try:
         pf = pq.ParquetFile(path)
-        meta = pf.schema_arrow.metadata or {}
+        schema = pf.schema_arrow  # built anew on every access: take it once
+        meta = schema.metadata or {}
     except FileNotFoundError:
         raise DataError(f"trajectory shard {path} does not exist") from None
     except Exception as e:
@@ -204,7 +205,8 @@ def _open_shard(path: Path) -> pq.ParquetFile:
             f"{path} has store version {int(version)}, newer than this devicerl "
             f"({STORE_VERSION}); upgrade devicerl to read it"
         )
-    missing = [n for n in SCHEMA.names if n not in pf.schema_arrow.names]
+    names = set(schema.names)
+    missing = [n for n in SCHEMA.names if n not in names]
     if missing:
         raise DataError(f"trajectory shard {path} lacks columns {missing}")
     return pf
