@@ -257,6 +257,16 @@ class Trajectory:
             cache[index] = hit
         return hit[1]
 
+    def acting_observation(self, index: int) -> Observation:
+        """Step `index`'s observation exactly as the policy saw it when it acted: with the
+        episode's earlier actions and the exploration level the collector gave the episode
+        (``extras["explore"]``, stored with the trajectory), so a recomputed log-prob equals
+        the recorded one. Learners train on `agent_observation` instead: the extra
+        exploration is behaviour noise, not part of the policy they fit."""
+        obs = self.agent_observation(index)
+        level = self.extras.get("explore")
+        return obs if level is None else replace(obs, extras={**obs.extras, "explore": level})
+
     def is_noop(self, index: int) -> bool:
         """True when step ``index`` changed nothing: no reward, the episode went on, and the
         next observation shows the same screen as this one."""

@@ -1,13 +1,20 @@
 """The learning comparison behind benchmarks/learning.py and `devicerl demo`, on synthetic
-devices: a report with a table, curves and the RESULT line; finished runs are reused."""
+devices: a report with tables, t-intervals across seeds, curves and the RESULT line; test
+instances; finished runs are reused only when made by the same code; setups come from configs/."""
 
 from __future__ import annotations
 
 import json
+import math
+from dataclasses import replace
 
 import pytest
 
-from devicerl.runtime.comparison import compare, result_line
+from devicerl.config import load_config
+from devicerl.errors import ConfigError
+from devicerl.runtime.comparison import SETUPS, compare, config_file, run_config
+from devicerl.runtime.comparison_report import result_line, t_interval
+from devicerl.runtime.train_config import TrainConfig
 
 SYNTHETIC = [
     "env.name=synthetic",
@@ -16,37 +23,98 @@ SYNTHETIC = [
     "tasks.train=synthetic/tap",
     "trajectories_per_iter=8",
     "eval.n_tasks=1",
-    "logging.tensorboard=false",
-    "checkpoint_every=1000000",
 ]
 
 
 @pytest.mark.slow
 def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
-    kw = dict(systems=("random", "digirl"), budget=200, eval_episodes=10, base=SYNTHETIC)
+    kw = dict(
+        systems=("random", "digirl"),
+        budget=120,
+        eval_episodes=6,
+        family=None,
+        suite=None,
+        extra=SYNTHETIC,
+    )
     report = compare(tmp_path, **kw)
-    assert set(report["summary"]) == {"random", "digirl"}
-    assert report["result"] == result_line(report["summary"], 200)
+    assert list(report["summary"]) == ["random", "digirl"]
+    assert report["result"] == result_line(
+        report["summary"], 120, tags="setup=tuned suite=custom split=test"
+    )
     assert report["result"].startswith("RESULT digirl=") and "random=" in report["result"]
     trained = next(r for r in report["runs"] if r["system"] == "digirl")
-    assert trained["env_steps"] >= 200 and trained["episodes"] == 10
-    assert 0.0 <= trained["success_sampled"] <= 1.0
-    assert (tmp_path / "digirl-s0" / "eval-sampled" / "eval.json").exists()
+    assert trained["env_steps"] >= 120 and trained["episodes"] == 6
+    sampled_dir = tmp_path / "digirl-s0" / "eval-sampled"
+    sampled = json.loads((sampled_dir / "eval.json").read_text())
+    assert trained["success_sampled"] == sampled["success_rate"]  # read from its own eval
+    assert "greedy: false" in (sampled_dir / "config.yaml").read_text()
+    assert "split: test" in (tmp_path / "digirl-s0" / "config.yaml").read_text()
+    assert trained["provenance"]["git_commit"] and "torch" in trained["provenance"]["packages"]
+    assert (tmp_path / "digirl-s0" / "provenance.json").exists()
     steps = [p["step"] for p in trained["curve"]]
-    assert steps == sorted(steps) and steps[-1] >= 200
-    assert all(p["time_s"] >= 0 for p in trained["curve"])
+    assert steps == sorted(steps) and steps[-1] >= 120
+    assert "train/step_filter_kept_frac" in trained["diagnostics"]
     assert (tmp_path / "learning.png").stat().st_size > 10_000
-    assert "| digirl |" in (tmp_path / "report.md").read_text()
-    assert json.loads((tmp_path / "comparison.json").read_text())["budget"] == 200
+    text = (tmp_path / "report.md").read_text()
+    assert "| digirl |" in text and "Per task" in text and "step_filter_kept_frac" in text
+    assert json.loads((tmp_path / "comparison.json").read_text())["budget"] == 120
 
     metrics = tmp_path / "digirl-s0" / "metrics.jsonl"
     before = metrics.stat().st_mtime_ns
-    again = compare(tmp_path, **kw)  # same configs: nothing runs again
+    again = compare(tmp_path, **kw)  # same configs and code: nothing runs again
     assert metrics.stat().st_mtime_ns == before
     assert again["runs"] == report["runs"]
-    changed = compare(tmp_path, **{**kw, "systems": ("digirl",)}, extra=["digirl.lam=0.7"])
+
+    prov = tmp_path / "digirl-s0" / "provenance.json"
+    record = json.loads(prov.read_text())
+    prov.write_text(json.dumps({**record, "git_commit": "0" * 40}))  # made by another commit
+    allowed = compare(tmp_path, **{**kw, "systems": ("digirl",)}, allow_commit_change=True)
+    assert metrics.stat().st_mtime_ns == before  # reused, and its commit is reported
+    assert allowed["commits"] == ["0" * 40] and allowed["allow_commit_change"]
+    compare(tmp_path, **{**kw, "systems": ("digirl",)})
+    assert metrics.stat().st_mtime_ns != before  # refused: another commit runs again
+    before = metrics.stat().st_mtime_ns
+    changed = compare(tmp_path, **{**kw, "systems": ("digirl",), "extra": [*SYNTHETIC, "seed=0",
+                      "digirl.lam=0.7"]})  # fmt: skip
     assert metrics.stat().st_mtime_ns != before  # a changed config runs again
     assert changed["runs"][0]["system"] == "digirl"
 
     with pytest.raises(ValueError, match="unknown system 'ppo'"):
         compare(tmp_path, systems=("ppo",))
+
+
+def test_setups_come_from_the_config_files() -> None:
+    for setup in SETUPS:
+        for system in ("digirl", "filtered_bc"):
+            cfg = run_config(system, 1, setup=setup, suite="dev16", budget=300)
+            direct = load_config(TrainConfig, config_file(system, setup), [])
+            assert cfg.algo == system and cfg.seed == 1 and cfg.env_steps == 300
+            assert replace(cfg.agent, seed=0) == direct.agent
+            assert cfg.exploration == direct.exploration and cfg.digirl == direct.digirl
+            assert cfg.tasks.train == "miniwob-dev16" and cfg.eval.n_tasks == 16
+            assert cfg.eval.split == "test"
+    paper = run_config("digirl", 0, setup="paper")
+    tuned = run_config("digirl", 0, setup="tuned")
+    assert paper.exploration.max == 0 and tuned.exploration.max > 0
+    assert not paper.digirl.actor.skip_noops and tuned.digirl.actor.skip_noops
+    assert paper.digirl.actor.entropy_coef == 0 and tuned.digirl.actor.entropy_coef > 0
+    assert paper.agent.small.allowed_types is None and paper.agent.small.swipes
+    assert paper.agent.small.explore == 0.0
+    random = run_config("random_clickable", 0, setup="paper")
+    assert random.mode == "eval" and random.agent.kind == "uniform"
+    assert random.agent.clickable_only and random.agent.small == paper.agent.small
+    ablation = run_config("digirl_no_critics", 0)
+    assert ablation.algo == "digirl" and not ablation.digirl.critics
+    with pytest.raises(ConfigError, match="unknown setup 'best'"):
+        config_file("digirl", "best")
+
+
+def test_t_interval_over_seeds() -> None:
+    lo, hi = t_interval([0.8, 0.9, 1.0])
+    assert lo == pytest.approx(0.9 - 4.303 * 0.1 / math.sqrt(3)) and hi == 1.0  # clipped
+    assert all(math.isnan(v) for v in t_interval([0.5]))
+    assert t_interval([0.4, 0.6]) == (0.0, 1.0)  # two seeds: t = 12.7, a wide interval
+    lo, hi = t_interval([0.50, 0.52, 0.54, 0.56, 0.58])
+    assert (lo + hi) / 2 == pytest.approx(0.54) and hi - lo == pytest.approx(
+        2 * 2.776 * math.sqrt(0.001) / math.sqrt(5)
+    )

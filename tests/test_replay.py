@@ -1,5 +1,4 @@
 import json
-from collections import Counter
 
 import pytest
 from _runs import collect
@@ -33,35 +32,37 @@ def test_step_capacity(trajectories) -> None:
     assert kept == [t.episode_id for t in trajectories[-len(kept) :]]
 
 
-def test_sampling_is_uniform_over_steps(trajectories) -> None:
-    buf = ReplayBuffer(capacity=50, seed=1)
-    buf.extend(trajectories[:6])
-    refs = buf.sample_steps(6000)
-    counts = Counter((r.trajectory.episode_id, r.index) for r in refs)
-    assert len(counts) == buf.num_steps  # every step reachable
-    expected = 6000 / buf.num_steps
-    assert all(0.6 * expected < c < 1.4 * expected for c in counts.values())
-    assert all(r.step is r.trajectory.steps[r.index] for r in refs[:50])
-    assert {t.episode_id for t in buf.sample_trajectories(200)} == {t.episode_id for t in buf}
-    with pytest.raises(ValueError, match="empty"):
-        ReplayBuffer(3).sample_trajectories(1)
+def test_policy_lag_evicts_collected_but_not_offline_data(trajectories) -> None:
+    buf = ReplayBuffer(capacity=50, max_lag=2)
+    for version, t in enumerate(trajectories[:6]):
+        for step in t.steps:
+            step.policy_version = version  # acted by versions 0..5
+        buf.add(t, offline=version == 0)
+    evicted = buf.evict_stale(5)  # lag 5 - v >= 2: versions 1, 2, 3 go; 0 is offline data
+    assert [t.policy_version for t in evicted] == [1, 2, 3]
+    assert [t.policy_version for t in buf] == [0, 4, 5]
+    assert buf.num_steps == sum(t.length for t in buf) and buf.total_stale == 3
+    assert buf.evict_stale(5) == [] and ReplayBuffer(5).evict_stale(10**6) == []
+    with pytest.raises(ValueError, match="max_lag must be >= 1"):
+        ReplayBuffer(5, max_lag=0)
 
 
 def test_resume_from_store(tmp_path, trajectories) -> None:
     with TrajectoryWriter(tmp_path, flush_every=3) as w:
         w.extend(trajectories)
     store = TrajectoryStore(tmp_path)
-    buf = ReplayBuffer(capacity=7, seed=3)
-    buf.extend(trajectories)
-    buf.sample_steps(5)
+    buf = ReplayBuffer(capacity=7, max_lag=3)
+    buf.extend(trajectories[:5])
+    buf.add(trajectories[5], offline=True)
+    buf.extend(trajectories[6:])
     state = json.loads(json.dumps(buf.state_dict()))  # what a checkpoint would hold
-    expected = [(r.trajectory.episode_id, r.index) for r in buf.sample_steps(20)]
 
     restored = ReplayBuffer(capacity=1)
     restored.load_state_dict(state, store)
     assert [t.episode_id for t in restored] == state["episode_ids"]
     assert restored.num_steps == buf.num_steps and restored.total_added == 12
-    assert [(r.trajectory.episode_id, r.index) for r in restored.sample_steps(20)] == expected
+    assert restored.max_lag == 3 and restored.state_dict() == buf.state_dict()
+    assert state["offline_ids"] == [trajectories[5].episode_id]
 
     state["episode_ids"].append("missing")
     with pytest.raises(DataError, match="not in store"):

@@ -1,7 +1,11 @@
 """Value networks for DigiRL, built on the small agent's encoder.
 
 - `StepCritic`: V(s_h, c) from a full observation (instruction + UI elements), with two heads
-  whose minimum is the value (DigiRL's double critic against over-estimation).
+  whose minimum is the value (DigiRL's double critic against over-estimation). As in the
+  reference, the two heads are separate MLPs (their own hidden layers and initialisation) over
+  one shared encoder; the reference's encoder is frozen, ours trains with both heads (a
+  from-scratch small encoder has nothing pre-trained to freeze), so the heads differ by their
+  own weights and initial values, not by their input features.
 - `InstructionCritic`: V_instr(c) from the instruction alone (the observation's elements and
   pixels are dropped), the probability that the current policy solves instruction c.
 
@@ -32,7 +36,7 @@ def default_critic_config() -> SmallAgentConfig:
 
 
 class Critic(nn.Module):
-    """An encoder and ``heads`` value heads over its global state (logits)."""
+    """An encoder and ``heads`` separate value heads (MLPs) over its global state (logits)."""
 
     def __init__(self, config: SmallAgentConfig | None = None, heads: int = 1) -> None:
         super().__init__()
@@ -42,7 +46,9 @@ class Critic(nn.Module):
             torch.manual_seed(self.config.seed + 1000 * heads)
             self.encoder = SmallEncoder(self.config)
             d = self.config.d_model
-            self.head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, heads))
+            self.value_heads = nn.ModuleList(
+                nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1)) for _ in range(heads)
+            )
         self.featurizer = Featurizer(self.config.features, cache=True)
 
     def prepare(self, observations: Sequence[Observation]) -> list[Observation]:
@@ -52,7 +58,8 @@ class Critic(nn.Module):
         """Logits, shape (N, heads)."""
         device = next(self.parameters()).device
         batch = self.featurizer(self.prepare(observations)).to(device)
-        return self.head(self.encoder(batch).global_state)
+        state = self.encoder(batch).global_state
+        return torch.cat([head(state) for head in self.value_heads], dim=-1)
 
     def values(self, observations: Sequence[Observation]) -> torch.Tensor:
         """Success probabilities (N,), the minimum over heads; no gradient."""

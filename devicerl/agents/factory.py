@@ -4,7 +4,7 @@ Collectors in other processes receive the spec and build the policy there (weigh
 through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.load_config`.
 
     agent:
-      kind: small            # small | autoui | api | random | oracle
+      kind: small            # small | autoui | api | random | uniform | oracle
       path: runs/x/agent     # a saved agent (small, autoui) or an Auto-UI checkpoint dir
       vision_dir: /models/blip2-vision
       api: {chat: {base_url: http://127.0.0.1:8000/v1, model: my-vlm}}
@@ -19,7 +19,7 @@ from devicerl.agents.base import Policy
 from devicerl.agents.config import AutoUIConfig, SmallAgentConfig
 from devicerl.errors import ConfigError
 
-KINDS = ("small", "autoui", "api", "random", "oracle")
+KINDS = ("small", "autoui", "api", "random", "uniform", "oracle")
 
 
 @dataclass
@@ -36,6 +36,13 @@ class AgentSpec:
     device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:1 or auto"})
     seed: int = field(default=0, metadata={"help": "seed of the random and new agents"})
     small: SmallAgentConfig = field(default_factory=SmallAgentConfig)
+    clickable_only: bool = field(
+        default=False,
+        metadata={
+            "help": "uniform agent: tap only elements flagged clickable (privileged DOM "
+            "information the learners do not get)"
+        },
+    )
     #: None: the saved agent's own config (or the defaults for a bare Auto-UI checkpoint).
     autoui: AutoUIConfig | None = None
     api: APIAgentConfig = field(default_factory=APIAgentConfig)
@@ -70,6 +77,10 @@ class AgentSpec:
             from devicerl.agents.scripted import SyntheticOracle
 
             return SyntheticOracle()
+        if self.kind == "uniform":  # uniform over what the small agent `small` can express
+            from devicerl.agents.random import UniformPolicy
+
+            return UniformPolicy(self.small, seed=self.seed, clickable_only=self.clickable_only)
         from devicerl.agents.random import RandomPolicy
 
         return RandomPolicy(seed=self.seed)

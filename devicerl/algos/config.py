@@ -58,7 +58,10 @@ class ActorConfig:
 
 @dataclass
 class CriticConfig:
-    """The critics' size and optimisation."""
+    """The critics' size and optimisation (reference: lr 1e-4, 5 + 5 updates per iteration,
+    grad-norm clip 0.01 with its batch of 4 x 32 accumulated; our clip of 1.0 suits AdamW on a
+    small critic trained from scratch: Adam's step size does not scale with the gradient norm,
+    so the clip only guards against spikes; see docs/learning.md)."""
 
     lr: float = field(default=1e-4, metadata={"help": "critic learning rate (AdamW)", "gt": 0})
     batch_size: int = field(default=64, metadata={"help": "samples per critic minibatch", "min": 1})
@@ -99,6 +102,23 @@ class DigiRLConfig:
     )
     step_value_target: Literal["success", "mc_return"] = field(
         default="success", metadata={"help": "label of the step critic"}
+    )
+    step_filter: bool = field(
+        default=True, metadata={"help": "ablation: off imitates every step of kept trajectories"}
+    )
+    curriculum: bool = field(
+        default=True, metadata={"help": "ablation: off sends every trajectory to the step filter"}
+    )
+    critics: bool = field(
+        default=True,
+        metadata={"help": "ablation: off = no critics, top-p by return, every step (Filtered BC)"},
+    )
+    critic_warmup: int = field(
+        default=0, metadata={"help": "first iterations that train only the critics", "min": 0}
+    )
+    heldout_every: int = field(
+        default=10,
+        metadata={"help": "1 in N trajectories held out of critic training (<= 1: none)", "min": 0},
     )
     actor: ActorConfig = field(default_factory=ActorConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)

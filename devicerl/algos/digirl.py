@@ -9,11 +9,25 @@ Per iteration, from the replay buffer:
    A_step = lam^(H-h) r_H + (1 - lam^(H-h) r_H) (V(s_{h+1}) + r_h - V(s_h)) exceeds 1/H;
 4. the actor maximises the log-likelihood of the kept actions.
 The formulas live in `devicerl.algos.formulas` (with the conventions for H and terminal values).
+
+Ablation switches (`DigiRLConfig`): ``step_filter=false`` imitates every step of the
+curriculum's trajectories; ``curriculum=false`` sends every sampled trajectory to the step
+filter; ``critics=false`` trains no critic and keeps the top-p trajectories by return with all
+their steps (Filtered BC on DigiRL's sample). ``critic_warmup`` iterations train only the
+critics first (the offline and off-to-online configs use it, as the reference does).
+
+Diagnostics, every iteration: the share of steps the step filter keeps, the share of
+trajectories the curriculum keeps, and the critics on a held-out slice of trajectories (about
+1 in ``heldout_every``, by episode id, never trained on by the critics): the step critic's Brier
+score and accuracy against the episode's success, the instruction critic's ROC AUC.
 """
 
 from __future__ import annotations
 
+import math
+import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -25,6 +39,7 @@ from devicerl.algos.config import CriticConfig as CriticConfig  # re-export
 from devicerl.algos.config import DigiRLConfig
 from devicerl.algos.formulas import (
     curriculum_mask,
+    filtered_bc_mask,
     instruction_advantages,
     keep_steps,
     mc_returns,
@@ -56,6 +71,7 @@ class DigiRL(Learner):
         self.step_critic = StepCritic(critic_cfg).to(device)
         self.instr_opt = torch.optim.AdamW(self.instr_critic.parameters(), lr=cc.lr)
         self.step_opt = torch.optim.AdamW(self.step_critic.parameters(), lr=cc.lr)
+        self.iterations = 0
 
     def modules(self) -> dict[str, nn.Module]:
         return {"instr_critic": self.instr_critic, "step_critic": self.step_critic}
@@ -73,11 +89,59 @@ class DigiRL(Learner):
         if not data:
             return {"train/data_trajectories": 0.0}
         metrics = {"train/data_trajectories": float(len(data))}
-        metrics.update(self.critic_step(data))
+        if self.config.critics:
+            train, heldout = self.split_heldout(data)
+            metrics.update(self.critic_step(train or data))
+            metrics.update(self.critic_diagnostics(heldout))
+        self.iterations += 1
+        if self.iterations <= self.config.critic_warmup:
+            metrics["train/critic_warmup"] = 1.0
+            return metrics
         samples, stats = self.select(data)
         metrics.update(stats)
         metrics.update(self.actor_step(samples, data))
         return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "iterations": self.iterations}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.iterations = int(state.get("iterations", 0))
+
+    # -- held-out slice ------------------------------------------------------------------------
+    def split_heldout(
+        self, data: Sequence[Trajectory]
+    ) -> tuple[list[Trajectory], list[Trajectory]]:
+        """(critic training data, held-out slice): about 1 in ``heldout_every`` trajectories,
+        chosen by a hash of the episode id, so a trajectory stays on its side for good."""
+        n = self.config.heldout_every
+        if n <= 1:
+            return list(data), []
+        train, heldout = [], []
+        for t in data:
+            (heldout if zlib.crc32(t.episode_id.encode()) % n == 0 else train).append(t)
+        return train, heldout
+
+    def critic_diagnostics(
+        self, heldout: Sequence[Trajectory], limit: int = 64
+    ) -> dict[str, float]:
+        """The critics on held-out trajectories (the newest `limit`): step critic's Brier
+        score and accuracy (every step against its episode's success), instruction critic's
+        ROC AUC (nan until both outcomes were held out)."""
+        held = list(heldout)[-limit:]
+        if not held:
+            return {}
+        labels = [1.0 if t.success else 0.0 for t in held for _ in t.steps]
+        v = self.step_critic.values([s.observation for t in held for s in t.steps])
+        y = torch.tensor(labels)
+        v_instr = self.instr_critic.values([t.steps[0].observation for t in held])
+        return {
+            "train/critic_brier": float(((v - y) ** 2).mean()),
+            "train/critic_accuracy": float(((v > 0.5).float() == y).float().mean()),
+            "train/instr_critic_auc": roc_auc(v_instr, [t.success for t in held]),
+            "train/critic_heldout": float(len(held)),
+        }
 
     # -- critics -------------------------------------------------------------------------------
     def _fit(self, critic: nn.Module, opt: torch.optim.Optimizer, loss: torch.Tensor) -> float:
@@ -126,12 +190,18 @@ class DigiRL(Learner):
     # -- filters -------------------------------------------------------------------------------
     def select(self, data: Sequence[Trajectory]) -> tuple[list[Sample], dict[str, float]]:
         """The curriculum, then the step filter: the actions the actor will imitate."""
-        n = min(len(data), self.config.advantage_sample)
-        pool = self.rng.sample(list(data), n)
+        cfg = self.config
+        pool = self.rng.sample(list(data), min(len(data), cfg.advantage_sample))
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
+        if not cfg.critics:  # Filtered BC on this sample: top-p by return, every step
+            keep = filtered_bc_mask(torch.tensor([t.total_reward for t in pool]), cfg.top_p)
+            kept_traj = [t for t, k in zip(pool, keep.tolist()) if k]
+            samples = [Sample(t, i) for t in kept_traj for i in range(t.length)]
+            return samples, self._select_stats(pool, kept_traj, samples, None, None)
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
-        kept_traj = [t for t, k in zip(pool, curriculum_mask(a_instr, self.config.top_p)) if k]
+        mask = curriculum_mask(a_instr, cfg.top_p) if cfg.curriculum else [True] * len(pool)
+        kept_traj = [t for t, k in zip(pool, mask) if k]
         samples: list[Sample] = []
         all_adv = []
         if kept_traj:
@@ -140,17 +210,52 @@ class DigiRL(Learner):
             for t in kept_traj:
                 v = values[offset : offset + t.length]
                 offset += t.length
-                nxt = torch.cat([v[1:], torch.zeros(1)])
-                rewards = torch.tensor([s.reward for s in t.steps], dtype=torch.float32)
-                adv = step_advantages(v, nxt, rewards, 1.0 if t.success else 0.0, self.config.lam)
+                adv = self.step_advantages(t, v)
                 all_adv.append(adv)
-                keep = keep_steps(adv, horizon(t))
+                keep = keep_steps(adv, horizon(t)) if cfg.step_filter else [True] * t.length
                 samples.extend(Sample(t, i) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
-        return samples, {
-            "train/v_instr_mean": float(v_instr.mean()),
-            "train/a_instr_mean": float(a_instr.mean()),
+        return samples, self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
+
+    def step_advantages(self, t: Trajectory, values: torch.Tensor) -> torch.Tensor:
+        """A_step of every step of `t` given its step values V(s_1..s_H) (next value after
+        the last step: 0)."""
+        nxt = torch.cat([values[1:], torch.zeros(1)])
+        rewards = torch.tensor([s.reward for s in t.steps], dtype=torch.float32)
+        final = 1.0 if t.success else 0.0
+        return step_advantages(values, nxt, rewards, final, self.config.lam)
+
+    @staticmethod
+    def _select_stats(
+        pool: Sequence[Trajectory],
+        kept_traj: Sequence[Trajectory],
+        samples: Sequence[Sample],
+        v_instr: torch.Tensor | None,
+        adv: torch.Tensor | None,
+    ) -> dict[str, float]:
+        kept_steps_in = sum(t.length for t in kept_traj)
+        out = {
             "train/kept_trajectories": float(len(kept_traj)),
             "train/kept_steps": float(len(samples)),
-            "train/a_step_mean": float(adv_cat.mean()) if adv_cat.numel() else 0.0,
+            "train/curriculum_kept_frac": len(kept_traj) / len(pool) if pool else math.nan,
+            "train/step_filter_kept_frac": (
+                len(samples) / kept_steps_in if kept_steps_in else math.nan
+            ),
         }
+        if v_instr is not None:
+            final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
+            out["train/v_instr_mean"] = float(v_instr.mean())
+            out["train/a_instr_mean"] = float((final - v_instr).mean())
+        if adv is not None:
+            out["train/a_step_mean"] = float(adv.mean()) if adv.numel() else 0.0
+        return out
+
+
+def roc_auc(scores: torch.Tensor, labels: Sequence[bool]) -> float:
+    """ROC AUC of `scores` for `labels` (ties count half); nan without both classes."""
+    pos = [float(s) for s, y in zip(scores.tolist(), labels) if y]
+    neg = [float(s) for s, y in zip(scores.tolist(), labels) if not y]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))

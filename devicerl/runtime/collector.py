@@ -153,6 +153,9 @@ class Collector:
     # -- one round: receive, act on every ready device, send ---------------------------------
     def _round(self) -> None:
         for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
+            if r.trajectory is not None and r.env_id in self._explore:
+                # the level every step of this episode acted with, stored with it
+                r.trajectory.extras[EXPLORE_KEY] = self._explore[r.env_id]
             if r.trajectory is not None and self.judge is not None:
                 self.judge.submit(r.trajectory)  # returns at once; back through poll()
             elif r.trajectory is not None:

@@ -87,11 +87,18 @@ class EvalResult:
         return "\n".join(lines)
 
 
-def eval_sampler(tasks: Sequence[Task], n_tasks: int, episodes_per_task: int, seed: int):
-    """The first ``n_tasks`` tasks, each ``episodes_per_task`` times, in order, fixed seeds."""
+def eval_sampler(
+    tasks: Sequence[Task],
+    n_tasks: int,
+    episodes_per_task: int,
+    seed: int,
+    split: str = "validation",
+) -> TaskSampler:
+    """The first ``n_tasks`` tasks, each ``episodes_per_task`` times, in order, fixed seeds
+    from the `split`'s seed range (`devicerl.tasks.SEED_RANGES`; never training's)."""
     chosen = list(tasks)[:n_tasks]
     ordered = [t for t in chosen for _ in range(episodes_per_task)]
-    return TaskSampler(ordered, mode="sequential", seed=seed, cycle=False)
+    return TaskSampler(ordered, mode="sequential", seed=seed, cycle=False, seeds=split)
 
 
 def evaluate_policy(

@@ -41,6 +41,12 @@ KNOWN_METRICS: dict[str, str] = {
     "train/instruction_critic_loss": "instruction-level critic loss",
     "train/policy_lag": "policy versions between acting and learning, averaged over a batch",
     "train/lr": "learning rate",
+    "train/step_filter_kept_frac": "DigiRL: share of the curriculum's steps the step filter keeps",
+    "train/curriculum_kept_frac": "DigiRL: share of the sampled trajectories the curriculum keeps",
+    "train/critic_brier": "DigiRL: step critic's Brier score on held-out trajectories' steps",
+    "train/critic_accuracy": "DigiRL: step critic's accuracy (V > 0.5 vs success), held out",
+    "train/instr_critic_auc": "DigiRL: instruction critic's ROC AUC on held-out trajectories",
+    "train/replay_evicted_stale": "replay trajectories evicted for policy lag this iteration",
     "eval/success_rate": "success rate on the evaluation tasks",
     "time/elapsed_s": "wall-clock seconds since the run started",
 }

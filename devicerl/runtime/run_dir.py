@@ -3,6 +3,7 @@
 ```
 RUN/
   config.yaml       resolved config, secrets redacted (written at start; read to resume)
+  provenance.json   git commit, dirty flag, package versions (devicerl.runtime.provenance)
   trajectories/     trajectory store (Parquet shards; devicerl.data.store)
   metrics.jsonl     one JSON object per log call: {"step", "time", "<ns>/<name>": value, ...}
   tb/               TensorBoard event files
@@ -72,11 +73,26 @@ class RunDir:
 
     # -- config -------------------------------------------------------------------------------
     def save_config(self, config: Any) -> Path:
-        """Write the resolved config (secrets redacted) as ``config.yaml``."""
+        """Write the resolved config (secrets redacted) as ``config.yaml``, and the code's
+        provenance beside it (``provenance.json``)."""
+        import json
+
         from devicerl.config import save_config
+        from devicerl.runtime.provenance import FILE, provenance
 
         save_config(config, self.config_path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        (self.path / FILE).write_text(json.dumps(provenance(), indent=2), encoding="utf-8")
         return self.config_path
+
+    def provenance(self) -> dict[str, Any]:
+        """The saved ``provenance.json`` (empty when the run predates it)."""
+        import json
+
+        from devicerl.runtime.provenance import FILE
+
+        path = self.path / FILE
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
     def load_config(self, cls: type[T], overrides: list[str] | None = None) -> T:
         """The saved config (for resuming), with optional dotted overrides on top.

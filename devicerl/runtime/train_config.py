@@ -85,6 +85,13 @@ class EvalConfig:
     seed: int = field(
         default=10_000, metadata={"help": "seed of the evaluation instances", "min": 0}
     )
+    split: Literal["validation", "test"] = field(
+        default="validation",
+        metadata={
+            "help": "instance seed range (disjoint from training's): validation while "
+            "developing, test for reported results only"
+        },
+    )
     at_end: bool = field(default=True, metadata={"help": "evaluate when training ends"})
 
 

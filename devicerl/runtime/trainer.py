@@ -4,8 +4,9 @@ Online, an iteration takes K fresh trajectories from the background collector (w
 devices stepping meanwhile), adds them to a bounded replay buffer, runs the learner's updates
 on the buffer and publishes the new weights; the collector picks them up between batches.
 Every trajectory carries the version of the policy that acted; one whose version lags the
-learner by ``max_policy_lag`` or more is kept in the store but not trained on (see the README
-for why we drop rather than down-weight, and the measured lag).
+learner by ``max_policy_lag`` or more is kept in the store but not trained on: dropped when it
+arrives, evicted from the replay buffer when it gets that old there (offline data excepted; see
+docs/learning.md for why we drop rather than down-weight, and the measured lag).
 
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffer as pointers
@@ -111,7 +112,7 @@ class Trainer:
         self.actor = cfg.agent.make()
         self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
         self.run_dir = run_dir.create()
-        self.replay = ReplayBuffer(cfg.replay_capacity, seed=cfg.seed)
+        self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag)
         self.state = TrainState()
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
         self.recent: deque[int] = deque(maxlen=100)
@@ -129,7 +130,7 @@ class Trainer:
     def _train_sampler(self) -> TaskSampler:
         tasks = resolve(self.cfg.tasks.train)
         seed = self.cfg.seed * 1_000_003 + self.state.iteration  # a resume draws new instances
-        return TaskSampler(tasks, seed=seed, max_steps=self.cfg.tasks.max_steps)
+        return TaskSampler(tasks, seed=seed, max_steps=self.cfg.tasks.max_steps, seeds="train")
 
     def _judge_runner(self) -> Any:
         if self.cfg.judge.kind == "native":
@@ -184,7 +185,7 @@ class Trainer:
             data = load_offline(cfg.offline_data)
             for t in data:
                 self.writer.append(t)  # so the replay's pointers resolve after a resume
-                self._add_to_replay(t)
+                self.replay.add(t, offline=True)  # given data: no policy-lag limit
             self.writer.flush()
         assert self.learner is not None
         with RateProgress("offline", total=cfg.offline_iterations, unit="iterations") as bar:
@@ -279,8 +280,11 @@ class Trainer:
         wait_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
+        # the lag limit holds inside the replay too: nothing this old is ever trained on
+        evicted = len(self.replay.evict_stale(s.version))
         if self.learner is not None and len(self.replay):
             metrics = self.learner.update(list(self.replay))
+        metrics["train/replay_evicted_stale"] = evicted
         learn_s = time.perf_counter() - t1
         self._next_version()
         s.iteration += 1
@@ -348,7 +352,8 @@ class Trainer:
         tasks = resolve(cfg.eval_tasks)
         if cfg.tasks.max_steps:
             tasks = [t.with_max_steps(cfg.tasks.max_steps) for t in tasks]
-        sampler = eval_sampler(tasks, cfg.eval.n_tasks, cfg.eval.episodes_per_task, cfg.eval.seed)
+        e = cfg.eval
+        sampler = eval_sampler(tasks, e.n_tasks, e.episodes_per_task, e.seed, e.split)
         total = min(len(tasks), cfg.eval.n_tasks) * cfg.eval.episodes_per_task
         with RateProgress("eval", total=total) as bar:
             result = evaluate_policy(

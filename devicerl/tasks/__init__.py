@@ -7,7 +7,7 @@ and registers the devices named after suites (``make("miniwob/click-test")``,
 
 from devicerl.envs.base import set_task_resolver
 from devicerl.envs.registry import register as register_device
-from devicerl.tasks.base import Task, TaskInstance, TaskSampler
+from devicerl.tasks.base import SEED_RANGES, Task, TaskInstance, TaskSampler
 from devicerl.tasks.registry import (
     get,
     register_split,
@@ -38,8 +38,25 @@ register_split(
         "miniwob/enter-text",
     ],
 )
+#: The dev tasks plus eight with more steps and longer horizons (checkboxes, menus, forms,
+#: search, trees): where DigiRL's critics have something to decide (the ablations' split).
+register_split(
+    "miniwob-dev16",
+    [
+        *splits()["miniwob-dev"],
+        "miniwob/click-checkboxes",
+        "miniwob/click-collapsible",
+        "miniwob/click-tab-2",
+        "miniwob/enter-text-dynamic",
+        "miniwob/login-user",
+        "miniwob/navigate-tree",
+        "miniwob/search-engine",
+        "miniwob/multi-orderings",
+    ],
+)
 
 __all__ = [
+    "SEED_RANGES",
     "Task",
     "TaskInstance",
     "TaskSampler",

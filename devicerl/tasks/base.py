@@ -13,13 +13,23 @@ from devicerl.records import Task, TaskInstance
 __all__ = ["Task", "TaskInstance", "TaskSampler"]
 
 
+#: Disjoint ranges of instance seeds: training draws from ``train``; evaluation while developing
+#: uses ``validation``; reported results use ``test``, never used for a decision.
+SEED_RANGES: dict[str, tuple[int, int]] = {
+    "train": (0, 2**30),
+    "validation": (2**30, 3 * 2**29),
+    "test": (3 * 2**29, 2**31),
+}
+
+
 class TaskSampler:
     """Hands out (task, seed) instances, randomly or in order.
 
     ``mode="random"`` draws tasks uniformly with a seeded RNG; ``mode="sequential"`` walks the
     list in order (the first N tasks of a split, as DigiRL's evaluation does) and, with
     ``cycle=False``, stops after one pass (`next` returns None). Seeds come from the sampler's
-    RNG, so a sampler with the same seed yields the same instances.
+    RNG, so a sampler with the same seed yields the same instances; ``seeds`` bounds them to a
+    range (a name of `SEED_RANGES` or ``(lo, hi)``), so training and test instances never meet.
     """
 
     def __init__(
@@ -29,6 +39,7 @@ class TaskSampler:
         seed: int = 0,
         cycle: bool = True,
         max_steps: int | None = None,
+        seeds: tuple[int, int] | str | None = None,
     ) -> None:
         if not tasks:
             raise TaskError("task sampler needs at least one task")
@@ -39,6 +50,12 @@ class TaskSampler:
         self.cycle = cycle
         self._rng = random.Random(seed)
         self._index = 0
+        if isinstance(seeds, str) and seeds not in SEED_RANGES:
+            raise TaskError(f"unknown seed range {seeds!r}; choose from {', '.join(SEED_RANGES)}")
+        lo, hi = SEED_RANGES[seeds] if isinstance(seeds, str) else seeds or (0, 2**31)
+        if not 0 <= lo < hi:
+            raise TaskError(f"instance seed range must satisfy 0 <= lo < hi, got {(lo, hi)}")
+        self.seed_range = (lo, hi)
 
     def next(self) -> TaskInstance | None:
         if self.mode == "random":
@@ -48,7 +65,8 @@ class TaskSampler:
                 return None
             task = self.tasks[self._index % len(self.tasks)]
             self._index += 1
-        return TaskInstance(task, self._rng.randrange(2**31))
+        lo, hi = self.seed_range
+        return TaskInstance(task, lo + self._rng.randrange(hi - lo))
 
     @property
     def exhausted(self) -> bool:

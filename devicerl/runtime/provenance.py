@@ -1,0 +1,65 @@
+"""Where a run's numbers come from: the code (git commit, uncommitted changes), the packages.
+
+Every run folder gets ``provenance.json`` beside its resolved ``config.yaml``. The comparison
+reuses a finished run only when its `code_identity` (commit + a hash of the uncommitted diff)
+matches the running code's, unless told to accept another commit (then it records that).
+Computed once per process: the code a process imported does not change when commits land
+while it runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+#: Distributions whose versions can change a learning result.
+PACKAGES = ("devicerl", "torch", "numpy", "playwright", "miniwob", "pyarrow", "gymnasium")
+FILE = "provenance.json"
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def provenance() -> dict[str, Any]:
+    """git commit, dirty flag, a hash of the uncommitted diff, Python and package versions."""
+    root = Path(__file__).resolve().parents[2]
+    commit = _git(["rev-parse", "HEAD"], root)
+    diff = _git(["diff", "HEAD", "--", "devicerl", "benchmarks", "configs"], root)
+    return {
+        "git_commit": commit.strip() if commit else None,
+        "git_dirty": bool(diff) if diff is not None else None,
+        "git_diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16] if diff else None,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": _versions(),
+    }
+
+
+def code_identity(record: dict[str, Any]) -> tuple[Any, Any]:
+    """What must match for two runs to come from the same code: commit and uncommitted diff
+    (package versions are recorded for the reader, not compared)."""
+    return (record.get("git_commit"), record.get("git_diff_sha256"))
