@@ -122,19 +122,19 @@ def test_loose_forms() -> None:
 @pytest.mark.parametrize(
     "text,reason",
     [
-        ("", "empty"),
+        ("", "empty output"),
         ("hello", "no action_type"),
         ('"action_type": "FLY"', "unknown action_type"),
         ('"action_type": "DUAL_POINT"', "touch_point missing"),
-        ('"action_type": "DUAL_POINT", "touch_point": "[1.5, 0.2]"', "outside"),
-        ('"action_type": "DUAL_POINT", "touch_point": "[nan, 0.2]"', "no action"),
-        ('"action_type": "TYPE"', "typed_text"),
+        ('"action_type": "DUAL_POINT", "touch_point": "[1.5, 0.2]"', "outside [0, 1]"),
+        ('"action_type": "DUAL_POINT", "touch_point": "[nan, 0.2]"', "touch_point missing"),
+        ('"action_type": "TYPE"', "without typed_text"),
     ],
 )
 def test_invalid_reasons(text: str, reason: str) -> None:
     a = parse_autoui(text)
     assert a.is_invalid and a.raw == text
-    assert reason.split()[0] in a.reason or reason in a.reason or a.reason
+    assert reason in a.reason, a.reason
 
 
 def test_tap_vs_swipe_threshold() -> None:

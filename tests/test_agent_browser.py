@@ -6,6 +6,9 @@ Runs once the browser and pool branches are merged (it skips before that, naming
 import pytest
 import torch
 
+import devicerl.envs.browser  # noqa: F401  (the device these tests drive)
+import devicerl.pool.pool as pool_mod
+import devicerl.runtime.collector as collector_mod
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
@@ -14,11 +17,6 @@ from devicerl.clients import ChatConfig
 from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
-pytest.importorskip("devicerl.envs.browser", reason="the browser branch is not merged yet")
-collector_mod = pytest.importorskip(
-    "devicerl.runtime.collector", reason="the pool/collector branch is not merged yet"
-)
-pool_mod = pytest.importorskip("devicerl.pool.pool")
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
 TASKS = ("miniwob/click-button", "miniwob/enter-text", "miniwob/click-link")

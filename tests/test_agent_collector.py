@@ -7,20 +7,18 @@ with `set_weights` reach the collector between batches and every step records it
 import pytest
 import torch
 
+import devicerl.pool.pool as pool_mod
+import devicerl.runtime.collector as collector_mod
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
 from devicerl.envs import EnvSpec
+from devicerl.runtime.exploration import TaskExploration
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
-
-collector_mod = pytest.importorskip(
-    "devicerl.runtime.collector", reason="the pool/collector branch is not merged yet"
-)
-pool_mod = pytest.importorskip("devicerl.pool.pool")
 
 TASKS = [Task("synthetic/tap", max_steps=3, env="synthetic"),
          Task("synthetic/type", max_steps=4, env="synthetic")]  # fmt: skip
@@ -66,6 +64,24 @@ def test_small_agent_in_collector_with_published_weights() -> None:
     assert {s.policy_version for t in first for s in t.steps} == {0}
     assert {s.policy_version for t in later[-2:] for s in t.steps} == {5}
     _check_log_probs(actor, [t for t in later if t.policy_version == 5])
+
+
+def test_exploration_level_is_stored_so_log_probs_agree() -> None:
+    agent = SmallAgent(seed=3)
+    exploration = TaskExploration(0.6, window=4)
+    with _pool() as pool:
+        trajectories = collector_mod.Collector(pool, agent, exploration=exploration).run(8)
+    levels = [t.extras["explore"] for t in trajectories]
+    assert all(0.0 <= v <= 0.6 for v in levels) and 0.6 in levels  # unseen tasks: max level
+    steps = [s for t in trajectories for s in t.steps]
+    recorded = torch.tensor([s.log_prob for s in steps])
+    acting = [t.acting_observation(i) for t in trajectories for i in range(t.length)]
+    policy_only = [t.agent_observation(i) for t in trajectories for i in range(t.length)]
+    with torch.no_grad():
+        again = agent.log_prob(acting, [s.action for s in steps])
+        without = agent.log_prob(policy_only, [s.action for s in steps])
+    assert torch.allclose(again, recorded, atol=1e-4)
+    assert not torch.allclose(without, recorded, atol=1e-2)  # the level changes log-probs
 
 
 def test_tiny_autoui_agent_in_collector(tmp_path) -> None:

@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+import ray
 from pool_helpers import children_now, episode_length, wait_clean
 
 from devicerl.actions import Action
@@ -15,7 +16,6 @@ from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.tasks import Task, TaskSampler
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-ray = pytest.importorskip("ray")
 TAP = Action.tap(0.5, 0.5)
 
 

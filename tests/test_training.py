@@ -44,11 +44,20 @@ def untrained(tmp_path_factory) -> float:
     return summary["eval"]["success_rate"]
 
 
+#: Every addition beyond the paper off: no exploration floor, bonus, no-op skipping or
+#: adaptive exploration (the `paper` setup of configs/).
+PAPER = ["agent.small.explore=0.0"]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["digirl", "filtered_bc"])
-def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo) -> None:
-    explore = ["exploration.max=0.5"] if algo == "digirl" else []  # adaptive exploration on
-    s = train(tmp_path, algo, f"algo={algo}", "env_steps=1200", *explore)
+@pytest.mark.parametrize(
+    "algo,extra",
+    [("digirl", ["exploration.max=0.5"]), ("digirl", PAPER), ("filtered_bc", PAPER)],
+    ids=["digirl-adaptive-exploration", "digirl-paper", "filtered_bc-paper"],
+)
+def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo, extra) -> None:
+    explore = [e for e in extra if e.startswith("exploration")]
+    s = train(tmp_path, algo, f"algo={algo}", "env_steps=1200", *extra)
     assert s["env_steps"] >= 1200 and s["iteration"] > 0
     trained = s["eval"]["success_rate"]
     assert untrained < 0.5  # 4 boxes: an untrained policy taps the right one ~1/4 of the time

@@ -1,0 +1,147 @@
+"""DigiRL's selection with fixed critics, checked against hand-computed advantages (next-value
+alignment, horizon, kept steps, curriculum), its ablation switches, critic warm-up and the
+critics' diagnostics on held-out trajectories."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import pytest
+import torch
+from _runs import collect
+
+from devicerl.actions import Action
+from devicerl.agents.small import SmallAgent
+from devicerl.algos.base import ActorConfig
+from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig, roc_auc
+from devicerl.records import EndReason, Observation, Step, Trajectory
+
+
+class FixedCritic:
+    """A critic whose values are given: V read from the observation."""
+
+    def __init__(self, value: Callable[[Observation], float]) -> None:
+        self.value = value
+
+    def values(self, observations: Sequence[Observation]) -> torch.Tensor:
+        return torch.tensor([self.value(o) for o in observations], dtype=torch.float32)
+
+
+def trajectory(name: str, values: list[float], success: bool, max_steps: int) -> Trajectory:
+    """Steps whose observations carry the step critic's value; the last step solves it when
+    `success`."""
+    t = Trajectory(task=f"t/{name}", instruction=name, extras={"max_steps": max_steps})
+    for i, v in enumerate(values):
+        obs = Observation(instruction=name, screen_size=(1, 1), step=i, extras={"v": v})
+        last = i == len(values) - 1
+        reward = 1.0 if success and last else 0.0
+        t.steps.append(Step(obs, Action.tap(0.5, 0.5), reward=reward, terminated=last))
+    return t.end(EndReason.SUCCESS if success else EndReason.FAILURE, success=success)
+
+
+V_INSTR = {"a": 0.3, "b": 0.1, "c": 0.8, "d": 0.6}
+
+
+def data() -> list[Trajectory]:
+    return [
+        # lam = 0.5, H = 3: A = 0.25 + 0.75 (0.6 - 0.2), 0.5 + 0.5 (0.9 - 0.6), 1 = .55 .65 1
+        trajectory("a", [0.2, 0.6, 0.9], success=True, max_steps=10),
+        # a failure: A = V(s') - V(s) = -0.3, 0.4, -0.6 (value after the last step: 0)
+        trajectory("b", [0.5, 0.2, 0.6], success=False, max_steps=10),
+        # H = 2: A = 0.5 + 0.5 (0.7 - 0.9) = 0.4, then 1; horizon 2: threshold 1/2
+        trajectory("c", [0.9, 0.7], success=True, max_steps=2),
+        # the same values with horizon 10 (threshold 0.1): both steps kept
+        trajectory("d", [0.9, 0.7], success=True, max_steps=10),
+    ]
+
+
+def learner(**options) -> DigiRL:
+    rl = DigiRL(SmallAgent(seed=0), DigiRLConfig(**options), seed=0)
+    rl.instr_critic = FixedCritic(lambda o: V_INSTR[o.instruction])  # type: ignore[assignment]
+    rl.step_critic = FixedCritic(lambda o: o.extras["v"])  # type: ignore[assignment]
+    return rl
+
+
+def kept(samples) -> set[tuple[str, int]]:
+    return {(s.trajectory.instruction, s.index) for s in samples}
+
+
+def test_step_advantages_by_hand() -> None:
+    rl = learner()
+    a, b, c, _ = data()
+    for t, expected in ((a, [0.55, 0.65, 1.0]), (b, [-0.3, 0.4, -0.6]), (c, [0.4, 1.0])):
+        values = torch.tensor([s.observation.extras["v"] for s in t.steps])
+        assert rl.step_advantages(t, values).tolist() == pytest.approx(expected)
+
+
+def test_select_curriculum_then_step_filter() -> None:
+    # A_instr = r_H - V_instr: a .7, b -.1, c .2, d .4; top-p 0.5 of 4 keeps a and d
+    samples, stats = learner(top_p=0.5).select(data())
+    assert kept(samples) == {("a", 0), ("a", 1), ("a", 2), ("d", 0), ("d", 1)}
+    assert stats["train/curriculum_kept_frac"] == 0.5
+    assert stats["train/step_filter_kept_frac"] == 1.0
+    # every trajectory: b keeps only its step with A = 0.4; c loses its first step (0.4 < 1/2)
+    samples, stats = learner(top_p=1.0).select(data())
+    assert kept(samples) == {
+        ("a", 0), ("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 0), ("d", 1)
+    }  # fmt: skip
+    assert stats["train/step_filter_kept_frac"] == pytest.approx(7 / 10)
+    assert stats["train/kept_steps"] == 7 and stats["train/kept_trajectories"] == 4
+
+
+def test_ablation_switches() -> None:
+    every = {(n, i) for n, k in (("a", 3), ("b", 3), ("c", 2), ("d", 2)) for i in range(k)}
+    samples, stats = learner(top_p=1.0, step_filter=False).select(data())
+    assert kept(samples) == every and stats["train/step_filter_kept_frac"] == 1.0
+    samples, _ = learner(top_p=0.5, curriculum=False).select(data())  # all go to the filter
+    assert kept(samples) == kept(learner(top_p=1.0).select(data())[0])
+    # no critics: top-p by return (ties kept, failures never), every step (Filtered BC)
+    samples, stats = learner(top_p=0.5, critics=False).select(data())
+    assert kept(samples) == {k for k in every if k[0] != "b"}
+    assert stats["train/curriculum_kept_frac"] == 0.75 and "train/v_instr_mean" not in stats
+
+
+def test_roc_auc() -> None:
+    assert roc_auc(torch.tensor([0.9, 0.8, 0.1, 0.3]), [True, True, False, False]) == 1.0
+    assert roc_auc(torch.tensor([0.1, 0.5, 0.5]), [True, True, False]) == 0.25
+    assert math.isnan(roc_auc(torch.tensor([0.2, 0.4]), [True, True]))
+
+
+@pytest.fixture(scope="module")
+def episodes() -> list[Trajectory]:
+    return collect(24, screen=(48, 80))
+
+
+def test_critic_warmup_then_actor_and_diagnostics(episodes) -> None:
+    small = dict(batch_size=8, instruction_updates=1, step_updates=1)
+    config = DigiRLConfig(
+        critic_warmup=2,
+        heldout_every=3,
+        top_p=1.0,
+        actor=ActorConfig(updates=2, batch_size=8),
+        critic=CriticConfig(**small),  # type: ignore[arg-type]
+    )
+    rl = DigiRL(SmallAgent(seed=0), config, seed=0)
+    train, heldout = rl.split_heldout(episodes)
+    assert heldout and train and len(train) + len(heldout) == len(episodes)
+    assert rl.split_heldout(list(reversed(episodes)))[1] == list(reversed(heldout))  # by id
+    before = [p.detach().clone() for p in rl.actor.parameters()]
+    critic_before = [p.detach().clone() for p in rl.step_critic.parameters()]
+    for _ in range(2):
+        m = rl.update(episodes)
+        assert m["train/critic_warmup"] == 1.0 and "train/actor_loss" not in m
+        assert 0.0 <= m["train/critic_brier"] <= 1.0 and 0.0 <= m["train/critic_accuracy"] <= 1
+    assert all(torch.equal(a, b) for a, b in zip(before, rl.actor.parameters()))
+    assert not all(torch.equal(a, b) for a, b in zip(critic_before, rl.step_critic.parameters()))
+    m = rl.update(episodes)  # warm-up over: the actor learns
+    assert "train/critic_warmup" not in m and "train/actor_loss" in m
+    assert not all(torch.equal(a, b) for a, b in zip(before, rl.actor.parameters()))
+    assert rl.state_dict()["iterations"] == 3
+
+
+def test_two_separate_critic_heads() -> None:
+    critic = DigiRL(SmallAgent(seed=0), DigiRLConfig(), seed=0).step_critic
+    first, second = critic.value_heads
+    assert first[0].weight.data_ptr() != second[0].weight.data_ptr()  # own hidden layers
+    assert not torch.equal(first[0].weight, second[0].weight)  # own initialisation
