@@ -144,6 +144,13 @@ def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path)
     assert {node for _, _, node in lost.values()} == {b.node_id}
     assert not set(lost) & {e for e, *_ in shipped}  # lost ones were never shipped complete
     assert result["truncated"] == len(lost)
+    acted = {
+        v
+        for shard in (tmp_path / "run" / "trajectories").glob("*.parquet")
+        for v in pq.ParquetFile(shard).read(columns=["policy_version"]).column(0).to_pylist()
+        if v is not None
+    }
+    assert max(acted) > 1  # groups acted with the versions the trainer published
     assert result["version"] > 1 and trainer.state.iteration == result["version"]
 
 
@@ -175,3 +182,36 @@ def test_cluster_up_local_starts_nodes_with_group_slots(monkeypatch) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_weights_travel_as_one_object_per_version(tmp_path: Path, monkeypatch) -> None:
+    """Two groups, three published versions of a small agent's weights: three objects put
+    into Ray's store (not one per group), and both groups end up acting with the newest."""
+    from devicerl.agents.factory import AgentSpec
+    from devicerl.runtime.cluster.fleet import RolloutFleet
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert not ray.is_initialized()
+    cfg = _config(
+        tmp_path, 2, 10_000, "rollouts.resources={}", "agent.kind=small", "env.num_envs=2"
+    )
+    weights = AgentSpec(kind="small").make().get_weights()
+    fleet = RolloutFleet(cfg, version=1, weights=weights, init_kwargs={"num_cpus": 2})
+    try:
+        fleet.start()
+        newest: dict[int, int] = {}  # group -> newest version seen on a whole episode
+        for version in (2, 3):
+            fleet.publish({k: v + 0.01 * version for k, v in weights.items()}, version)
+        end = time.monotonic() + 120
+        while newest != {0: 3, 1: 3}:
+            assert time.monotonic() < end, newest
+            t = fleet.get(timeout=1.0)
+            if t is not None and t.steps:
+                assert min(s.policy_version for s in t.steps) >= 1
+                g = t.extras["rollout_group"]
+                newest[g] = max(newest.get(g, 0), min(s.policy_version for s in t.steps))
+        assert fleet.counters["weights_put"] == 3
+        assert fleet.counters["duplicates"] == 0
+    finally:
+        fleet.stop()
+    assert not ray.is_initialized()  # the fleet started Ray, so it stopped it
