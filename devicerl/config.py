@@ -175,7 +175,8 @@ def check_bounds(key: str, value: Any, meta: Mapping[str, Any]) -> None:
         and ("lt" not in meta or value < meta["lt"])
     )
     if not ok:
-        raise ConfigError(f"{key}={value}: must be {bounds_text(meta)}")
+        shown = f"{value:g}" if isinstance(value, float) else value
+        raise ConfigError(f"{key}={shown}: must be {bounds_text(meta)}")
 
 
 def to_dict(obj: Any) -> Any:
