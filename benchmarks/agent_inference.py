@@ -98,6 +98,15 @@ def main(argv: list[str] | None = None) -> int:
             SmallAgent(features=FeatureConfig(screenshot_size=(64, 128))),
             default_threads,
         ),
+        "small+reach": (  # every option of docs/agent-actions.md on
+            SmallAgent(
+                point_actions=True,
+                page_text=True,
+                free_text=True,
+                features=FeatureConfig(pixels=True, dom_flags=False),
+            ),
+            default_threads,
+        ),
         "random": (RandomPolicy(), default_threads),
     }
     results = {}
