@@ -29,6 +29,7 @@ from devicerl.judges.cache import VerdictCache
 from devicerl.judges.config import VLMJudgeConfig
 from devicerl.judges.prompt import Example, build_prompt, parse_verdict, prompt_key, render
 from devicerl.records import Trajectory
+from devicerl.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class VLMJudge(Judge):
         if self.cache is None:
             return
         try:
-            self.cache.put(key, label, rationale, self.client.config.model)
+            self.cache.put(key, label, scrub(rationale), self.client.config.model)
         except DataError as e:
             log.warning("%s; verdict not cached", e)
 
