@@ -32,6 +32,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.runtime.distributed import group as dist_group
+
+    # under `accelerate launch`, rank 0 runs the trainer and the other ranks only learn
+    group = dist_group.init_from_launcher() if dist_group.launched() else None
+    if group is not None and group.rank != 0:
+        from devicerl.runtime.distributed.learners import follow
+
+        try:
+            return follow(group)
+        finally:
+            dist_group.leave()
+    try:
+        return _train(args, group)
+    finally:
+        if group is not None:
+            from devicerl.runtime.distributed.learners import release
+
+            release(group)
+            dist_group.leave()
+
+
+def _train(args: argparse.Namespace, group) -> int:
     from devicerl.errors import ConfigError
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.train_config import TrainConfig
@@ -52,13 +74,13 @@ def run(args: argparse.Namespace) -> int:
 
         if overrides:
             run_dir.save_config(cfg)
-        trainer = Trainer(cfg, run_dir, resume=True)
+        trainer = Trainer(cfg, run_dir, resume=True, group=group)
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
         from devicerl.runtime.trainer import Trainer
 
         run_dir = start_run(args.out or f"runs/{cfg.mode}-{cfg.algo}", cfg)
-        trainer = Trainer(cfg, run_dir)
+        trainer = Trainer(cfg, run_dir, group=group)
     summary = trainer.run()
     print(json.dumps({k: v for k, v in summary.items() if k != "eval"}, default=str))
     print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")

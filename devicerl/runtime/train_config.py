@@ -15,6 +15,7 @@ from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
+from devicerl.runtime.distributed.config import LearnerConfig
 from devicerl.runtime.metrics import LoggingConfig
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ class TrainConfig:
     filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     rollouts: RolloutsConfig = field(default_factory=RolloutsConfig)

@@ -35,6 +35,8 @@ from devicerl.judges.apply import is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
+from devicerl.runtime.distributed.group import GroupInfo
+from devicerl.runtime.distributed.learners import LearnerGroup, make_learner_group
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.progress import RateProgress
@@ -104,13 +106,24 @@ def seed_everything(seed: int) -> None:
 class Trainer:
     """Runs one `TrainConfig` in one run folder (see the module doc)."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: RunDir, *, resume: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        run_dir: RunDir,
+        *,
+        resume: bool = False,
+        group: GroupInfo | None = None,
+    ) -> None:
+        """``group``: this process's place in an ``accelerate launch`` (rank 0 only)."""
         self.cfg = cfg
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         self.actor = cfg.agent.make()
         self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
+        self.learners: LearnerGroup | None = None  # where the learner's updates run
+        if self.learner is not None:
+            self.learners = make_learner_group(cfg, self.learner, self.actor, group)
         self.run_dir = run_dir.create()
         self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag)
         self.state = TrainState()
@@ -149,10 +162,14 @@ class Trainer:
             self.run_dir.writer(background=True) as self.writer,
             self.run_dir.metrics_logger(cfg.logging, run_config=cfg) as self.metrics,
         ):
-            if cfg.mode in ("offline", "off2on"):
-                self._offline_phase()
-            if cfg.mode in ("online", "off2on"):
-                self._online_phase()
+            try:
+                if cfg.mode in ("offline", "off2on"):
+                    self._offline_phase()
+                if cfg.mode in ("online", "off2on"):
+                    self._online_phase()
+            finally:
+                if self.learners is not None:
+                    self.learners.close()  # other learner processes stop
             if cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0):
                 self.eval_result = self.evaluate()
                 self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
@@ -187,11 +204,11 @@ class Trainer:
                 self.writer.append(t)  # so the replay's pointers resolve after a resume
                 self.replay.add(t, offline=True)  # given data: no policy-lag limit
             self.writer.flush()
-        assert self.learner is not None
+        assert self.learners is not None
         with RateProgress("offline", total=cfg.offline_iterations, unit="iterations") as bar:
             bar.update(self.state.offline_done)
             while self.state.offline_done < cfg.offline_iterations:
-                metrics = self.learner.update(list(self.replay))
+                metrics = self.learners.update(list(self.replay))
                 self.state.offline_done += 1
                 self.state.iteration += 1
                 self._next_version()
@@ -282,8 +299,8 @@ class Trainer:
         metrics: dict[str, Any] = {}
         # the lag limit holds inside the replay too: nothing this old is ever trained on
         evicted = len(self.replay.evict_stale(s.version))
-        if self.learner is not None and len(self.replay):
-            metrics = self.learner.update(list(self.replay))
+        if self.learners is not None and len(self.replay):
+            metrics = self.learners.update(list(self.replay))
         metrics["train/replay_evicted_stale"] = evicted
         learn_s = time.perf_counter() - t1
         self._next_version()
@@ -389,8 +406,9 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint(self) -> Path | None:
-        if self.learner is None:
+        if self.learner is None or self.learners is None:
             return None
+        self.learners.refresh()  # the learner group's state, into the local learner
         self.writer.flush()  # the replay's pointers must resolve in the store
         models = {ACTOR: self.actor.get_weights()}
         models.update({k: m.state_dict() for k, m in self.learner.modules().items()})

@@ -31,16 +31,21 @@ class GroupInfo:
     released: bool = False  # rank 0 told the followers to stop
 
 
+#: Where launchers put the number of processes (torchrun/accelerate, then MPI's).
+WORLD_SIZE_VARS = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
 def launched() -> bool:
-    """True inside a multi-process launch (``accelerate launch``/torchrun set WORLD_SIZE)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """True inside a multi-process launch (``accelerate launch``, torchrun, mpirun)."""
+    return any(int(os.environ.get(v, "1") or 1) > 1 for v in WORLD_SIZE_VARS)
 
 
 def init_from_launcher() -> GroupInfo:
-    """Join the group ``accelerate launch`` prepared (one process per rank)."""
+    """Join the group ``accelerate launch`` prepared (one process per rank): NCCL with a GPU
+    per rank, gloo where there is no GPU (whatever launcher flag started the processes)."""
     from accelerate import PartialState
 
-    state = PartialState(timeout=WAIT)
+    state = PartialState(cpu=not torch.cuda.is_available(), timeout=WAIT)
     return GroupInfo(
         state.process_index, state.num_processes, torch.device(state.device), dist.get_backend()
     )
@@ -89,14 +94,18 @@ def broadcast(obj: Any = None, src: int = 0) -> Any:
     return buf[0]
 
 
-def mean_metrics(metrics: dict[str, float]) -> dict[str, float]:
-    """Each metric averaged over the ranks (losses were computed on each rank's shard)."""
+def mean_metrics(metrics: dict[str, float], fingerprint: float) -> dict[str, float]:
+    """Each metric averaged over the ranks (losses were computed on each rank's shard), plus
+    how far the ranks' parameter fingerprints are apart (0.0: identical replicas)."""
     gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, metrics)
+    dist.all_gather_object(gathered, (metrics, fingerprint))
     out: dict[str, float] = {}
     for key, value in metrics.items():
-        values = [float(m[key]) for m in gathered if key in m]
+        values = [float(m[key]) for m, _ in gathered if key in m]
         out[key] = sum(values) / len(values) if isinstance(value, int | float) else value
+    prints = [f for _, f in gathered]
+    out["train/learner_processes"] = float(len(gathered))
+    out["train/learner_divergence"] = max(prints) - min(prints)
     return out
 
 

@@ -7,15 +7,24 @@ actor's weights); `refresh` brings it up to date where the updates run elsewhere
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from devicerl.agents.base import Policy
 from devicerl.algos.base import Learner
+from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
 from devicerl.runtime.distributed.grad_sync import DataParallelSync
 from devicerl.runtime.distributed.group import GroupInfo, broadcast, mean_metrics
-from devicerl.runtime.distributed.replica import DeltaEncoder, LearnerReplica, LearnerState
+from devicerl.runtime.distributed.replica import (
+    DeltaEncoder,
+    LearnerReplica,
+    LearnerState,
+    fingerprint,
+)
+
+log = logging.getLogger(__name__)
 
 
 class LearnerGroup:
@@ -51,6 +60,7 @@ class LaunchedLearners(LearnerGroup):
         self.encoder = DeltaEncoder()
         self.state_sent = False
         broadcast({"op": "start", "cfg": cfg})
+        log.info("learner: %d processes (%s)", group.world_size, group.backend)
 
     @property
     def num_processes(self) -> int:
@@ -62,7 +72,8 @@ class LaunchedLearners(LearnerGroup):
             self.state_sent = True
         delta = self.encoder.encode(trajectories, int(self.actor.version))
         broadcast({"op": "update", "delta": delta})
-        return mean_metrics(self.learner.update(trajectories))
+        metrics = self.learner.update(trajectories)
+        return mean_metrics(metrics, fingerprint(self.actor, self.learner))
 
     def close(self) -> None:
         release(self.group)
@@ -86,11 +97,25 @@ def follow(group: GroupInfo) -> int:
         if msg["op"] == "state":
             replica.load_state(msg["state"])
         elif msg["op"] == "update":
-            mean_metrics(replica.update(msg["delta"]))
+            metrics = replica.update(msg["delta"])
+            mean_metrics(metrics, replica.fingerprint())
         elif msg["op"] == "stop":
             return 0
         else:
             raise RuntimeError(f"learner rank {group.rank}: unknown message {msg['op']!r}")
+
+
+def check_batch_sizes(cfg: Any, processes: int) -> None:
+    """Every minibatch must give each learner process at least one item."""
+    sizes = {"filtered_bc.actor.batch_size": cfg.filtered_bc.actor.batch_size}
+    if cfg.algo == "digirl":
+        sizes = {
+            "digirl.actor.batch_size": cfg.digirl.actor.batch_size,
+            "digirl.critic.batch_size": cfg.digirl.critic.batch_size,
+        }
+    for key, size in sizes.items():
+        if size < processes:
+            raise ConfigError(f"{key}={size} is smaller than the {processes} learner processes")
 
 
 def make_learner_group(
@@ -98,8 +123,10 @@ def make_learner_group(
 ) -> LearnerGroup:
     """The handle the trainer's config and launch ask for."""
     if group is not None and group.world_size > 1:
+        check_batch_sizes(cfg, group.world_size)
         return LaunchedLearners(cfg, learner, actor, group)
     if cfg.learner.num_workers > 1:
+        check_batch_sizes(cfg, cfg.learner.num_workers)
         from devicerl.runtime.distributed.ray_group import RayLearnerGroup
 
         return RayLearnerGroup(cfg, learner, actor)

@@ -54,6 +54,17 @@ class LearnerState:
         learner.load_state_dict(self.learner)
 
 
+def fingerprint(actor: Policy, learner: Learner) -> float:
+    """A number that differs when two replicas' parameters do (sum and abs-sum, float64)."""
+    total = 0.0
+    params = [*actor.parameters(), *(p for m in learner.modules().values() for p in m.parameters())]
+    with torch.no_grad():
+        for i, p in enumerate(params):
+            d = p.detach().double()
+            total += float(d.sum()) + (i + 1) * float(d.abs().sum())
+    return total
+
+
 def _to_cpu(obj: Any) -> Any:
     if isinstance(obj, torch.Tensor):
         return obj.detach().to("cpu", copy=True)
@@ -128,3 +139,6 @@ class LearnerReplica:
         self.mirror = {t.episode_id: t for t in data}  # evicted ones go
         self.actor.version = delta.version
         return self.learner.update(data)
+
+    def fingerprint(self) -> float:
+        return fingerprint(self.actor, self.learner)
