@@ -95,16 +95,22 @@ def broadcast(obj: Any = None, src: int = 0) -> Any:
 
 
 def mean_metrics(metrics: dict[str, float], fingerprint: float) -> dict[str, float]:
-    """Each metric averaged over the ranks (losses were computed on each rank's shard), plus
-    how far the ranks' parameter fingerprints are apart (0.0: identical replicas)."""
+    """Rank 0's view of all ranks' update results (see `combine`); a collective."""
     gathered: list[Any] = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, (metrics, fingerprint))
+    return combine(gathered)
+
+
+def combine(results: list[tuple[dict[str, float], float]]) -> dict[str, float]:
+    """Each metric averaged over the processes (losses were computed on each one's shard),
+    their number, and how far their parameter fingerprints are apart (0.0: identical)."""
+    first = results[0][0]
     out: dict[str, float] = {}
-    for key, value in metrics.items():
-        values = [float(m[key]) for m, _ in gathered if key in m]
+    for key, value in first.items():
+        values = [float(m[key]) for m, _ in results if key in m]
         out[key] = sum(values) / len(values) if isinstance(value, int | float) else value
-    prints = [f for _, f in gathered]
-    out["train/learner_processes"] = float(len(gathered))
+    prints = [f for _, f in results]
+    out["train/learner_processes"] = float(len(results))
     out["train/learner_divergence"] = max(prints) - min(prints)
     return out
 
