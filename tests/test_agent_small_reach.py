@@ -88,8 +88,12 @@ def test_every_path_is_sampled_and_scores_the_same_when_recomputed() -> None:
     assert gestures == {"tap", "up", "down", "left", "right", "point", "drag"}
     assert {s for t, _, s in seen if t == "TYPE"} == {"instruction", "page", "free"}
     assert {t for t, _, _ in seen} >= {"PRESS_ENTER", "PRESS_BACK", "STATUS_TASK_COMPLETE"}
-    # greedy decoding is deterministic on every path
+    # the entropy bonus also covers the gesture, the touch point and the text source
     agent = _reach(seed=2, explore=0.0)
+    ent = agent.entropy(obs[:8])
+    basic = SmallAgent(d_model=48, n_layers=1, explore=0.0).entropy(obs[:8])
+    assert torch.isfinite(ent).all() and (ent > basic + 1.0).all()
+    # greedy decoding is deterministic on every path
     assert [s.action for s in agent.act(obs[:8], greedy=True)] == [
         s.action for s in agent.act(obs[:8], greedy=True)
     ]

@@ -354,7 +354,9 @@ class SmallAgent(TorchPolicy):
 
     def entropy(self, observations: Sequence[Observation]) -> torch.Tensor:
         """Differentiable entropy (N,) of the action-type choice plus that of the element
-        choice (the parts the exploration floor covers), for an entropy bonus in training."""
+        choice (the parts the exploration floor covers), for an entropy bonus in training; with
+        ``point_actions`` also of the gesture and the touch point, with a text-source head also
+        of the source."""
         if not observations:
             return torch.zeros(0, device=self.device)
         lp = self.head_log_probs(self.featurize(observations))
@@ -363,7 +365,12 @@ class SmallAgent(TorchPolicy):
             p = log_p.exp()
             return -(p * torch.where(p > 0, log_p, torch.zeros_like(log_p))).sum(-1)
 
-        return ent(lp.type) + ent(lp.element)
+        total = ent(lp.type) + ent(lp.element)
+        if lp.point is not None:
+            total = total + ent(lp.gesture) + ent(lp.point.flatten(1))
+        if lp.source is not None:
+            total = total + ent(lp.source)
+        return total
 
     def log_prob(
         self,
