@@ -43,7 +43,7 @@ def test_config_loads_policies_and_names_the_bad_key() -> None:
     assert cfg.policies["clicks"].covers("click-button") and not cfg.policies["clicks"].covers("x")
     assert cfg.league.snapshot.threshold == 0.8 and cfg.league.pbt.quantile == 0.25
     bad = [
-        ({"policies": {"g": {"digirl": {"top_p": 2}}}}, "policies.g.digirl.top_p=2.0"),
+        ({"policies": {"g": {"digirl": {"top_p": 2}}}}, "policies.g.digirl.top_p=2"),
         ({"policies": {"g": {"trainabel": True}}}, "'policies.g.trainabel'"),
         ({"policies": {"g": {"algo": "none"}}}, "policies.g.algo"),
         ({"policies": {"g b": {}}}, "policies.g b"),
