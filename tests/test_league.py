@@ -206,6 +206,12 @@ def test_regression_gate_and_league_table() -> None:
     assert report[0]["gap"] == pytest.approx(0.5)
     assert league.regression_report(margin=0.2)[0]["task"] == "click-a"
     assert len(league.regression_report(margin=0.2)) == 1
+    assert league.destinations("clicks") == ["clicks", "gen"]  # the generalist learns from it
+    assert league.destinations("gen") == ["gen"]
+    assert league.destinations("gen@1") == []  # a frozen snapshot's episodes train no one
+    league["gen"].teachers.append("clicks@1")
+    assert league.destinations("clicks@1") == ["gen"]  # ... unless it is someone's teacher
+    league["gen"].teachers.remove("clicks@1")
     text = league_table(league)
     assert "clicks -> gen" in text and "clicks@1 (of clicks)" in text
     assert "regression gate: click-a 0.50 < clicks@1 1.00" in text

@@ -183,6 +183,20 @@ class League:
             self.success.record(policy, task, success)
             self.since_snapshot[policy] = self.since_snapshot.get(policy, 0) + 1
 
+    def destinations(self, policy: str) -> list[str]:
+        """The replays a finished episode of ``policy`` goes to: its own (when it trains) and
+        those of its students (policies with it in ``teachers``, which keep it only if their
+        own filter does). A frozen policy's episodes with no student are dropped."""
+        if policy not in self.members:
+            return []
+        own = [policy] if self.members[policy].spec.trainable else []
+        students = [
+            n
+            for n, m in self.members.items()
+            if n != policy and m.spec.trainable and policy in m.teachers
+        ]
+        return own + students
+
     # -- snapshots ----------------------------------------------------------------------------
     def snapshot(self, name: str) -> Member:
         """A frozen deep copy of ``name`` joins the league as ``name@<iteration>``."""
