@@ -103,9 +103,10 @@ class _Busy:
         late_reset = stopped_at is not None and t is not None and t.ended_at > stopped_at
         if r.first and not late_reset:
             self.busy[r.env_id] += r.observation.extras.get("reset_latency_s", 0.0)
-        if "latency_s" in r.info:  # the step that led here (for a new episode: its last one)
+        info = r.result.info if r.result is not None else {}
+        if "latency_s" in info:  # the step that led here (for a new episode: its last one)
             self.steps[r.env_id] += 1
-            self.busy[r.env_id] += r.info["latency_s"]
+            self.busy[r.env_id] += info["latency_s"]
 
     def ideal(self) -> float:
         """Empirical ideal: N x all steps / all busy time (the devices are alike, so pooling

@@ -7,8 +7,11 @@ The base class owns the episode rules so every device behaves the same:
 - reward is sparse: 1.0 on the step where the task is solved, else 0.0; the device's own raw
   reward is kept in ``info["raw_reward"]``.
 
-A backend implements four hooks: `_reset`, `_act`, `_observe`, `_status`. It may override `step`
-to fuse them into one round trip, as long as it returns `self._finish_step(...)`.
+`step` applies these rules once for every backend; a backend implements `_reset` and `_step`
+(one action -> the observation and the task's `TaskStatus`), either directly (to fuse them into
+one round trip, as the browser does) or through the default `_step`, which calls `_act`,
+`_observe` and `_status`. `_check_action` turns actions the device cannot perform into invalid
+ones (no-ops) before the rules see them.
 """
 
 from __future__ import annotations
@@ -55,17 +58,28 @@ class DeviceEnv(ABC):
     def _reset(self, task: Task, seed: int) -> Observation:
         """Start ``task`` from a clean state, deterministically from ``seed``."""
 
-    @abstractmethod
+    def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
+        """Perform ``action`` unless it is invalid or terminal; return what the device shows
+        then and the task's own verdict. Extra facts go into the status's ``info``."""
+        if not action.is_invalid and not action.is_terminal:
+            self._act(action)
+        return self._observe(), self._status()
+
+    def _check_action(self, action: Action) -> Action:
+        """``action``, or an invalid action when this device cannot perform it."""
+        return action
+
     def _act(self, action: Action) -> None:
-        """Perform a non-terminal, valid action on the device."""
+        """Perform a non-terminal, valid action on the device (used by the default `_step`)."""
+        raise NotImplementedError
 
-    @abstractmethod
     def _observe(self) -> Observation:
-        """The current observation."""
+        """The current observation (used by the default `_step`)."""
+        raise NotImplementedError
 
-    @abstractmethod
     def _status(self) -> TaskStatus:
-        """The task's own success check for the current state."""
+        """The task's own success check for the current state (used by the default `_step`)."""
+        raise NotImplementedError
 
     def _close(self) -> None:  # noqa: B027 - optional hook
         """Release the device's resources."""
@@ -109,10 +123,8 @@ class DeviceEnv(ABC):
                 f"{self.name}: step() called before reset() or after the episode ended"
             )
         t0 = time.perf_counter()
-        if not action.is_invalid and not action.is_terminal:
-            self._act(action)
-        obs = self._observe()
-        status = self._status()
+        action = self._check_action(action)
+        obs, status = self._step(action)
         return self._finish_step(action, obs, status, time.perf_counter() - t0)
 
     def close(self) -> None:
@@ -124,6 +136,7 @@ class DeviceEnv(ABC):
     def _finish_step(
         self, action: Action, obs: Observation, status: TaskStatus, device_time_s: float
     ) -> StepResult:
+        """The episode rules (see the module doc), applied to what the device reported."""
         assert self.task is not None
         self.steps_taken += 1
         obs.step = self.steps_taken

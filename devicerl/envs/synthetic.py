@@ -31,7 +31,7 @@ import numpy as np
 from devicerl.actions import Action, ActionType
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError
-from devicerl.records import Observation, StepResult, Task, UIElement
+from devicerl.records import Observation, Task, UIElement
 
 KINDS = ("tap", "type", "steps")
 WORDS = (
@@ -233,16 +233,14 @@ class SyntheticEnv(DeviceEnv):
         obs.extras["reset_latency_s"] = delay  # the simulated part, as drawn
         return obs
 
-    def step(self, action: Action) -> StepResult:
-        t0 = time.perf_counter()
+    def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         self.faults.inject(self._fault_rng, "step")
         delay = self.step_latency.sample(self._fault_rng)
         if delay > 0:
             time.sleep(delay)
-        result = super().step(action)
-        result.info["device_time_s"] = time.perf_counter() - t0
-        result.info["latency_s"] = delay  # the simulated part, as drawn
-        return result
+        obs, status = super()._step(action)
+        status.info["latency_s"] = delay  # the simulated part, as drawn
+        return obs, status
 
     def _reset(self, task: Task, seed: int) -> Observation:
         kind = task.short_name.split("-", 1)[0]

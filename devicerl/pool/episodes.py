@@ -6,12 +6,11 @@ observations and step results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 from devicerl.agents.base import ActionSample
 from devicerl.pool.workers.base import Reply
-from devicerl.records import EndReason, Observation, Step, Trajectory
+from devicerl.records import EndReason, Observation, Step, StepResult, Trajectory
 from devicerl.tasks.base import TaskInstance
 
 
@@ -21,17 +20,14 @@ class Ready:
 
     ``observation`` is what to act on next (the first observation of a new episode when
     ``first``), or None when the device has nothing to act on now (it is restarting, retired,
-    or out of tasks). ``trajectory`` is the episode that just ended, if any. ``reward``,
-    ``terminated``, ``truncated`` and ``info`` describe the last step. ``task`` names the task
-    of the new episode (set with ``first``).
+    or out of tasks). ``result`` is the device's last `StepResult` (with ``first``: the step
+    that ended the previous episode; None after a failure). ``trajectory`` is the episode that
+    just ended, if any. ``task`` names the task of the new episode (set with ``first``).
     """
 
     env_id: int
     observation: Observation | None
-    reward: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
+    result: StepResult | None = None
     trajectory: Trajectory | None = None
     first: bool = False
     retired: bool = False
@@ -48,10 +44,8 @@ class PendingAction:
     started_at: float
 
 
-def after_step(env_id: int, reply: Reply) -> Ready:
-    return Ready(
-        env_id, reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
-    )
+def after_step(env_id: int, result: StepResult) -> Ready:
+    return Ready(env_id, result.observation, result)
 
 
 def new_trajectory(inst: TaskInstance, reply: Reply | None, env_id: int, label: str):
@@ -70,27 +64,29 @@ def new_trajectory(inst: TaskInstance, reply: Reply | None, env_id: int, label: 
 
 def step_record(observation: Observation, pending: PendingAction, reply: Reply) -> Step:
     """The `Step` for the action taken on ``observation``."""
+    result = reply.result
+    assert result is not None
     return Step(
         observation=observation,
         action=pending.sample.action,
-        reward=reply.reward,
-        terminated=reply.terminated,
-        truncated=reply.truncated,
-        info=reply.info,
+        reward=float(result.reward),
+        terminated=bool(result.terminated),
+        truncated=bool(result.truncated),
+        info=result.info,
         text=pending.sample.text,
         log_prob=pending.sample.log_prob,
         policy_version=pending.policy_version,
         agent_time_s=pending.agent_time_s,
-        device_time_s=float(reply.info.get("device_time_s", reply.elapsed_s)),
+        device_time_s=float(result.info.get("device_time_s", reply.elapsed_s)),
         started_at=pending.started_at,
     )
 
 
-def finish(traj: Trajectory, reply: Reply) -> Trajectory:
+def finish(traj: Trajectory, result: StepResult) -> Trajectory:
     """Close an episode the device ended, with the device's end reason and success."""
     try:
-        reason = EndReason(reply.info["end_reason"])
+        reason = EndReason(result.info["end_reason"])
     except (KeyError, ValueError):
-        reason = EndReason.FAILURE if reply.terminated else EndReason.MAX_STEPS
-    traj.final_observation = reply.observation
-    return traj.end(reason, success=bool(reply.info.get("success", False)))
+        reason = EndReason.FAILURE if result.terminated else EndReason.MAX_STEPS
+    traj.final_observation = result.observation
+    return traj.end(reason, success=bool(result.info.get("success", False)))

@@ -39,7 +39,7 @@ from devicerl.pool.supervisor import Supervisor, SupervisorConfig
 from devicerl.pool.workers.base import Command, DeviceRecipe, Reply, Worker, WorkerBackend
 from devicerl.pool.workers.serial import SerialBackend
 from devicerl.pool.workers.subprocess import SubprocessBackend
-from devicerl.records import EndReason, Observation, Trajectory
+from devicerl.records import EndReason, Observation, StepResult, Trajectory
 from devicerl.tasks.base import Task, TaskInstance, TaskSampler
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class _Slot:
     observation: Observation | None = None
     pending: PendingAction | None = None
     finished: Trajectory | None = None
-    last: Reply | None = None
+    last: StepResult | None = None  #: the step that ended the last episode
     void_delivery: bool = False  # a delivered observation was voided by a failure
 
 
@@ -405,7 +405,7 @@ class EnvPool:
         slot.state = _State.READY
         self.supervisor.on_success(slot.env_id)
         last, slot.last = slot.last, None
-        ready = after_step(slot.env_id, last) if last else Ready(slot.env_id, None)
+        ready = Ready(slot.env_id, None, last)
         ready.observation, ready.first = reply.observation, True
         ready.task = inst.task.name
         ready.trajectory, slot.finished = slot.finished, None
@@ -417,16 +417,18 @@ class EnvPool:
         traj.steps.append(step_record(slot.observation, pending, reply))
         slot.pending = None
         self.counters["steps"] += 1
-        if reply.terminated or reply.truncated:
-            finish(traj, reply)
+        result = reply.result
+        assert result is not None
+        if result.done:
+            finish(traj, result)
             self.counters["episodes"] += 1
             self.counters["successes"] += int(traj.success)
-            slot.finished, slot.trajectory, slot.last = traj, None, reply
+            slot.finished, slot.trajectory, slot.last = traj, None, result
             self._begin_reset(slot)
             return
-        slot.observation = reply.observation
+        slot.observation = result.observation
         slot.state = _State.READY
-        self._out.append(after_step(slot.env_id, reply))
+        self._out.append(after_step(slot.env_id, result))
 
     def _fail(self, slot: _Slot, cause: str) -> None:
         """The worker died, hung or raised: kill it, close its episode, schedule a restart."""

@@ -40,7 +40,7 @@ from devicerl.envs.android.screen import decode, downscale, scaled_size
 from devicerl.envs.android.uiautomator import hierarchy_rotation, parse_hierarchy
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.errors import ConfigError, DataError, DeviceCrashed, DeviceError, TaskError
-from devicerl.records import Observation, StepResult, Task
+from devicerl.records import Observation, Task
 
 #: Where the UI dump is written on the device (then printed with ``cat`` in the same command).
 UI_DUMP_PATH = "/data/local/tmp/devicerl_ui.xml"
@@ -195,17 +195,20 @@ class AndroidEnv(DeviceEnv):
         time.sleep(self.reset_settle_s)
         return self._observe()
 
-    def step(self, action: Action) -> StepResult:
-        """As `DeviceEnv.step`; text the device cannot type becomes an invalid action (no-op)."""
+    def _check_action(self, action: Action) -> Action:
+        """Text the device cannot type becomes an invalid action (a no-op)."""
         if action.type is ActionType.TYPE and not self._unicode_ime:
             reason = untypable_reason(action.text)
             if reason is not None:
-                action = Action.invalid(raw=action.text, reason=reason)
+                return Action.invalid(raw=action.text, reason=reason)
+        return action
+
+    def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         self._last_input = None
-        result = super().step(action)
+        obs, status = super()._step(action)
         if self._last_input is not None:
-            result.info["adb_input"] = self._last_input
-        return result
+            status.info["adb_input"] = self._last_input
+        return obs, status
 
     def _act(self, action: Action) -> None:
         link = self._live()

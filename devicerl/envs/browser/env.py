@@ -47,7 +47,7 @@ from devicerl.envs.browser.websuite import (
     parse_viewport,
 )
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout
-from devicerl.records import Observation, StepResult, Task
+from devicerl.records import Observation, Task
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -190,22 +190,6 @@ class BrowserEnv(DeviceEnv):
         resolved = super().resolve_task(task)
         return resolved.with_max_steps(self.max_steps) if self.max_steps else resolved
 
-    def step(self, action: Action) -> StepResult:
-        """One action, then status + elements in one evaluation, then the screenshot."""
-        self._check_open()
-        if self.episode_over or self.task is None:
-            raise RuntimeError(
-                f"{self.name}: step() called before reset() or after the episode ended"
-            )
-        t0 = time.perf_counter()
-        before = self._guard.blocked if self._guard else 0
-        value, shot, noop = self._call("step", self._step_async(action), self.step_timeout_s)
-        obs, status = self._build(value, shot)
-        if noop:
-            status.info["noop"] = noop
-        self._add_network_info(status, before)
-        return self._finish_step(action, obs, status, time.perf_counter() - t0)
-
     # -- DeviceEnv hooks ---------------------------------------------------------------------
     def _reset(self, task: Task, seed: int) -> Observation:
         suite = self._suite_for(task)
@@ -215,14 +199,15 @@ class BrowserEnv(DeviceEnv):
         )
         return self._build(value, shot)[0]
 
-    def _act(self, action: Action) -> None:
-        self._call("act", self._act_async(action), self.step_timeout_s)
-
-    def _observe(self) -> Observation:
-        return self._build(*self._call("observe", self._observe_async(), self.step_timeout_s))[0]
-
-    def _status(self) -> TaskStatus:
-        return self._build(*self._call("status", self._observe_async(), self.step_timeout_s))[1]
+    def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
+        """One action, then status + elements in one evaluation, then the screenshot."""
+        before = self._guard.blocked if self._guard else 0
+        value, shot, noop = self._call("step", self._step_async(action), self.step_timeout_s)
+        obs, status = self._build(value, shot)
+        if noop:
+            status.info["noop"] = noop
+        self._add_network_info(status, before)
+        return obs, status
 
     def _close(self) -> None:
         if self._hub.alive:

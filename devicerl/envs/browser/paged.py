@@ -17,7 +17,7 @@ from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.env import BrowserEnv
 from devicerl.errors import ConfigError
-from devicerl.records import Observation, StepResult, Task
+from devicerl.records import Observation, Task
 
 
 class PagedBrowserEnv(DeviceEnv):
@@ -59,23 +59,14 @@ class PagedBrowserEnv(DeviceEnv):
     def screen_size(self) -> tuple[int, int]:
         return (self._current or self._probe).screen_size
 
-    def reset(self, task: Task | str | None = None, seed: int | None = None) -> Observation:
-        self._check_open()
-        resolved = self.resolve_task(task)
-        page = self._page_for(resolved)
-        obs = page.reset(resolved, seed)
-        self._current = page
-        self.task, self.seed = page.task, page.seed
-        self.steps_taken, self.episode_over = 0, False
-        return obs
+    def _reset(self, task: Task, seed: int) -> Observation:
+        self._current = self._page_for(task)
+        return self._current.reset(task, seed)
 
-    def step(self, action: Action) -> StepResult:
-        self._check_open()
-        if self._current is None:
-            raise RuntimeError(f"{self.name}: step() called before reset()")
-        result = self._current.step(action)
-        self.steps_taken, self.episode_over = self._current.steps_taken, result.done
-        return result
+    def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
+        """The task's page does the step; this device applies the episode rules to it."""
+        assert self._current is not None
+        return self._current._step(action)
 
     def process_ids(self) -> list[int]:
         return (self._current or self._probe).process_ids()
@@ -87,19 +78,6 @@ class PagedBrowserEnv(DeviceEnv):
         for page in pages:
             page.close()
         self._pages.clear()
-
-    # The hooks are never called: reset and step are delegated whole to the task's page.
-    def _reset(self, task: Task, seed: int) -> Observation:  # pragma: no cover
-        raise NotImplementedError
-
-    def _act(self, action: Action) -> None:  # pragma: no cover
-        raise NotImplementedError
-
-    def _observe(self) -> Observation:  # pragma: no cover
-        raise NotImplementedError
-
-    def _status(self) -> TaskStatus:  # pragma: no cover
-        raise NotImplementedError
 
 
 def make_browser(task: Task | str | None = None, *, task_pages: int = 0, **options: Any):

@@ -16,14 +16,14 @@ import os
 import time
 import traceback
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv
 from devicerl.envs.registry import EnvSpec, Factory, build, lookup
 from devicerl.errors import ConfigError, DeviceError, TaskError
-from devicerl.records import Observation
+from devicerl.records import Observation, StepResult
 from devicerl.tasks.base import Task
 
 #: Environment variable that carries the pool's tag into workers and their children.
@@ -70,20 +70,26 @@ class Command:
 class Reply:
     """A worker's answer.
 
-    ``kind`` is ``reset`` / ``step`` (``error`` set when the device raised) or ``lost`` (the
-    worker is gone; ``error`` says why). ``elapsed_s`` is the time spent inside the worker.
+    ``kind`` is ``reset`` (``observation``: the episode's first one), ``step`` (``result``: the
+    device's `StepResult`, as it returned it), either with ``error`` set when the device raised,
+    or ``lost`` (the worker is gone; ``error`` says why). ``elapsed_s`` is the time spent inside
+    the worker.
     """
 
     kind: str
     observation: Observation | None = None
-    reward: float = 0.0
-    terminated: bool = False
-    truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
+    result: StepResult | None = None
     error: str | None = None
     #: True for errors a restart cannot fix (bad configuration, unknown task).
     fatal: bool = False
     elapsed_s: float = 0.0
+    #: The device's traceback, for an error reply.
+    traceback: str = ""
+
+    @property
+    def shown(self) -> Observation | None:
+        """The observation this reply carries (a reset's, or the step result's)."""
+        return self.result.observation if self.result is not None else self.observation
 
 
 def execute(env: DeviceEnv, command: Command) -> Reply:
@@ -95,16 +101,8 @@ def execute(env: DeviceEnv, command: Command) -> Reply:
             return Reply("reset", obs, elapsed_s=time.perf_counter() - t0)
         if command.kind == "step":
             assert command.action is not None
-            r = env.step(command.action)
-            return Reply(
-                "step",
-                r.observation,
-                float(r.reward),
-                bool(r.terminated),
-                bool(r.truncated),
-                r.info,
-                elapsed_s=time.perf_counter() - t0,
-            )
+            result = env.step(command.action)
+            return Reply("step", result=result, elapsed_s=time.perf_counter() - t0)
         raise ConfigError(f"unknown worker command {command.kind!r}")
     except Exception as e:
         return error_reply(command.kind, e, time.perf_counter() - t0)
@@ -115,9 +113,13 @@ def error_reply(kind: str, e: BaseException, elapsed_s: float = 0.0, building: b
     `DeviceError` while building the device (a bad argument will not fix itself)."""
     msg = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
     fatal = isinstance(e, (ConfigError, TaskError)) or (building and not isinstance(e, DeviceError))
-    reply = Reply(kind, error=f"{type(e).__name__}: {msg}", fatal=fatal, elapsed_s=elapsed_s)
-    reply.info["traceback"] = "".join(traceback.format_exception(e))[-4000:]
-    return reply
+    return Reply(
+        kind,
+        error=f"{type(e).__name__}: {msg}",
+        fatal=fatal,
+        elapsed_s=elapsed_s,
+        traceback="".join(traceback.format_exception(e))[-4000:],
+    )
 
 
 class DeviceHost:

@@ -175,7 +175,7 @@ class RayBackend(WorkerBackend):
         except Exception as e:  # the actor died (process killed, node lost)
             first = (str(e).strip().splitlines() or [""])[0][:200]
             return Reply("lost", error=f"worker died ({type(e).__name__}: {first})")
-        obs = reply.observation
+        obs = reply.shown
         if obs is not None and obs.screenshot is not None:  # release the object store copy
             obs.screenshot = np.array(obs.screenshot)
         return reply

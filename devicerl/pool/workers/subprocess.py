@@ -146,7 +146,7 @@ def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
 
 def _send(conn: Connection, lock: threading.Lock, frames: _FrameWriter, reply: Reply) -> None:
     meta = None
-    obs = reply.observation
+    obs = reply.shown
     if obs is not None and obs.screenshot is not None:
         meta = frames.put(obs.screenshot)
         obs.screenshot = None
@@ -238,8 +238,9 @@ class SubprocessWorker(Worker):
 
     def _decode(self, data: bytes) -> Reply:
         reply, meta = pickle.loads(data)
-        if meta is not None and reply.observation is not None:
-            reply.observation.screenshot = self.frames.get(*meta)
+        obs = reply.shown
+        if meta is not None and obs is not None:
+            obs.screenshot = self.frames.get(*meta)
         return reply
 
     def _lost(self) -> Reply:
