@@ -56,7 +56,7 @@ def test_collect_batches_ready_devices_and_counts() -> None:
     assert stats.episodes == 25 and stats.successes == sum(t.success for t in trajectories + more)
     assert stats.env_steps >= sum(len(t.steps) for t in trajectories + more)
     assert stats.steps_per_s > 0 and 0 < stats.agent_time_share < 1
-    assert stats.as_dict()["collect/success_rate"] == stats.success_rate
+    assert stats.as_dict()["rollout/success_rate"] == stats.success_rate
 
 
 def test_policy_swaps_between_batches() -> None:

@@ -111,11 +111,9 @@ def collect_synthetic(args: argparse.Namespace) -> int:
                 recent = results[-log_every:]
                 metrics.log(
                     {
+                        **collector.stats.as_dict(),
                         "rollout/success_rate": sum(r["success"] for r in recent) / len(recent),
                         "rollout/episode_length": sum(r["steps"] for r in recent) / len(recent),
-                        "rollout/episodes": len(results),
-                        **{k.replace("collect/", "pool/"): v
-                           for k, v in collector.stats.as_dict().items()},
                     },
                     step=collector.stats.env_steps,
                 )  # fmt: skip

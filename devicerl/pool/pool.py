@@ -264,7 +264,8 @@ class EnvPool:
         return running, ended
 
     def stats(self) -> dict[str, Any]:
-        """Counters for logging: steps, episodes, truncations, restarts, causes, states."""
+        """Device-side counters: steps, truncations, faults by cause, restarts, states (episodes
+        and successes are counted by the collector, after judging)."""
         out: dict[str, Any] = dict(self.counters)
         out["restarts"] = self.supervisor.restarts
         out["retired"] = len(self.retired)
@@ -421,8 +422,6 @@ class EnvPool:
         assert result is not None
         if result.done:
             finish(traj, result)
-            self.counters["episodes"] += 1
-            self.counters["successes"] += int(traj.success)
             slot.finished, slot.trajectory, slot.last = traj, None, result
             self._begin_reset(slot)
             return

@@ -39,7 +39,9 @@ PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
 @dataclass
 class CollectorStats:
-    """Running counters a logger can read (`as_dict` gives namespaced metrics)."""
+    """Running counters a logger can read. The collector is where episodes are counted (after
+    judging, so successes are the judged ones); the pool counts steps and device faults, and
+    `as_dict` gives both under their final metric names."""
 
     env_steps: int = 0
     episodes: int = 0  #: complete episodes handed out (truncated ones are counted apart)
@@ -73,19 +75,20 @@ class CollectorStats:
         return self.agent_time_s / max(self.elapsed_s, 1e-9)
 
     def as_dict(self) -> dict[str, float]:
+        """The counters under the metric names a run logs (`devicerl.runtime.metrics`)."""
         return {
-            "collect/env_steps": self.env_steps,
-            "collect/episodes": self.episodes,
-            "collect/successes": self.successes,
-            "collect/truncated": self.truncated,
+            "pool/env_steps": self.env_steps,
+            "pool/steps_per_s": self.steps_per_s,
+            "pool/restarts": self.restarts,
+            "pool/retired": self.retired,
+            "pool/agent_time_share": self.agent_time_share,
+            "pool/mean_batch": self.actions / self.batches if self.batches else 0.0,
+            "rollout/episodes": self.episodes,
+            "rollout/successes": self.successes,
+            "rollout/truncated": self.truncated,
+            "rollout/success_rate": self.success_rate,
             "judge/unlabelled": self.unlabelled,
             "judge/pending": self.judge_pending,
-            "collect/restarts": self.restarts,
-            "collect/retired": self.retired,
-            "collect/success_rate": self.success_rate,
-            "collect/steps_per_s": self.steps_per_s,
-            "collect/agent_time_share": self.agent_time_share,
-            "collect/mean_batch": self.actions / self.batches if self.batches else 0.0,
         }
 
 

@@ -344,13 +344,16 @@ class Trainer:
     ) -> dict[str, float]:
         s = self.state
         recent_lags = self.lags[-len(fresh) :] if fresh else [0]
-        out = {
+        out: dict[str, float] = {k: float(v) for k, v in bg.stats.items()}
+        out |= {  # the run's own totals (they survive a resume) and windows
             "rollout/success_rate": self.recent_success,
             "rollout/iteration_success_rate": (
                 sum(t.success for t in fresh) / len(fresh) if fresh else 0.0
             ),
             "rollout/episode_length": (sum(t.length for t in fresh) / len(fresh) if fresh else 0.0),
             "rollout/episodes": s.episodes,
+            "rollout/successes": s.successes,
+            "rollout/truncated": s.truncated,
             "train/iteration": s.iteration,
             "train/policy_version": s.version,
             "train/policy_lag": float(np.mean(recent_lags)),
@@ -359,8 +362,6 @@ class Trainer:
             "time/wait_for_data_s": wait_s,
             "time/learner_s": learn_s,
         }
-        for k, v in bg.stats.items():
-            out[k.replace("collect/", "pool/")] = float(v)
         return out
 
     # -- evaluation ---------------------------------------------------------------------------
