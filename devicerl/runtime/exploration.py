@@ -9,7 +9,8 @@ task)``: a task with no success yet is explored at ``max_level``, a solved one h
 and the level falls as the task is learnt. The collector asks `level` when an episode starts
 and passes the level to the policy as ``observation.extras["explore"]`` (the small agent mixes
 that fraction of uniform choice into its action-type and element choices; other agents ignore
-it); the trainer `record`s every labelled episode. Beyond the DigiRL paper; off by default.
+it); the collector `record`s every labelled episode as it hands it out (after judging, so a
+VLM judge's verdict counts). Beyond the DigiRL paper; off by default.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
+from devicerl.pool.supervisor import SupervisorConfig
 from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
 from devicerl.runtime.distributed.config import LearnerConfig
 from devicerl.runtime.metrics import LoggingConfig
@@ -21,6 +22,9 @@ from devicerl.runtime.metrics import LoggingConfig
 if TYPE_CHECKING:
     from devicerl.pool.pool import EnvPool
     from devicerl.tasks import TaskSampler
+
+
+_SUPERVISOR = SupervisorConfig()
 
 
 @dataclass
@@ -37,19 +41,19 @@ class EnvConfig:
     worker: Literal["subprocess", "serial", "ray"] = field(
         default="subprocess", metadata={"help": "where devices run"}
     )
+    # The pool's supervisor owns these defaults; the run config only exposes them.
     step_timeout_s: float = field(
-        default=30.0,
+        default=_SUPERVISOR.step_timeout,
         metadata={"help": "restart a device whose step takes longer (seconds)", "gt": 0},
     )
     reset_timeout_s: float = field(
-        default=60.0,
+        default=_SUPERVISOR.reset_timeout,
         metadata={"help": "restart a device whose reset takes longer (seconds)", "gt": 0},
     )
 
     def make_pool(self, tasks: TaskSampler, seed: int = 0) -> EnvPool:
         """``num_envs`` supervised devices playing ``tasks`` (in this process's pool)."""
         from devicerl.pool.pool import EnvPool
-        from devicerl.pool.supervisor import SupervisorConfig
 
         specs = [EnvSpec(self.name, dict(self.kwargs)) for _ in range(self.num_envs)]
         return EnvPool(

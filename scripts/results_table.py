@@ -1,0 +1,86 @@
+"""Writes the README's headline results table from the files in ``benchmarks/results/``.
+
+The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
+figure in it is typed by hand. The learning row reads the newest ``learning-YYYY-MM-DD.json``
+(files with a suffix, e.g. ``-v1`` or ``-v2-partial``, are earlier setups kept for the record).
+
+    python scripts/results_table.py           # rewrite the table in README.md
+    python scripts/results_table.py --check   # exit 1 when README.md is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+_LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
+
+
+def _learning_row(results: Path) -> str:
+    name = max(p.name for p in results.glob("learning-*.json") if _LEARNING.match(p.name))
+    data = json.loads((results / name).read_text())
+    s = data["summary"]
+    systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
+    cells = ", ".join(
+        f"{label} {s[key]['mean']:.3f} ({s[key]['min']:.3f}-{s[key]['max']:.3f})"
+        for label, key in systems
+    )
+    setting = (
+        f"small CPU agent trained online on MiniWoB++ dev, {data['budget']:,} env steps, "
+        f"{len(data['seeds'])} seeds; greedy success, mean (min-max)"
+    )
+    return f"| Learning | {setting} | {cells} | `{name}` |"
+
+
+def table(results: Path = RESULTS) -> str:
+    """The Markdown table, from the result files alone."""
+    pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
+    faults = json.loads((results / "pool_faults.json").read_text())
+    rows = [
+        "| benchmark | setting | result | source |",
+        "|---|---|---|---|",
+        _learning_row(results),
+        "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
+        f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "
+        f"{pool['vs_gymnasium_heavy64']:.2f}x gymnasium AsyncVectorEnv, "
+        f"{pool['efficiency_heavy64']:.2f} of the ideal | `pool_throughput.json` |",
+        f"| Pool under faults | {faults['n']} devices, {faults['kill_rate_per_min']:.0%} of "
+        f"workers killed per minute, {faults['hang_rate']:.0%} of steps hung | "
+        f"{faults['ratio']:.2f} of the fault-free env-steps/s | `pool_faults.json` |",
+    ]
+    return "\n".join(rows)
+
+
+def render(readme: str, results: Path = RESULTS) -> str:
+    """``readme`` with the table between the markers replaced."""
+    if START not in readme or END not in readme:
+        raise SystemExit(f"README.md needs the markers {START} and {END}")
+    head, rest = readme.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table(results)}\n{END}{tail}"
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="only check that README.md is current")
+    args = p.parse_args()
+    text = README.read_text()
+    new = render(text)
+    if args.check:
+        if new != text:
+            print("README.md results table is out of date: run scripts/results_table.py")
+            return 1
+        return 0
+    README.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

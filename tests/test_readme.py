@@ -1,0 +1,52 @@
+"""The README is a front door: short, its links resolve, and its results table is exactly what
+`scripts/results_table.py` writes from `benchmarks/results/` (no hand-edited figures)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location(
+        "results_table", ROOT / "scripts/results_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_table_is_what_the_script_writes() -> None:
+    text = README.read_text()
+    assert _script().render(text) == text, "run: python scripts/results_table.py"
+
+
+def test_the_table_follows_the_result_files(tmp_path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks/results", results)
+    script = _script()
+    before = script.table(results)
+    data = json.loads((results / "pool_faults.json").read_text())
+    data["ratio"] = 0.5
+    (results / "pool_faults.json").write_text(json.dumps(data))
+    after = script.table(results)
+    assert before != after and "0.50 of the fault-free" in after
+
+
+def test_readme_is_short_and_its_links_resolve() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    assert "make demo" in text and "make test" in text
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links, "the README links its docs pages"
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, f"README links to missing files: {missing}"
+    for page in (ROOT / "docs").glob("*.md"):
+        for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / link).exists(), f"{page.name} links to missing {link}"
