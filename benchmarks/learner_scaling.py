@@ -61,7 +61,7 @@ def _rank(rank: int, world: int, port: int, overrides: list[str], data, updates:
     from devicerl.runtime.distributed.grad_sync import DataParallelSync
     from devicerl.runtime.distributed.group import init_group, leave
     from devicerl.runtime.distributed.replica import fingerprint
-    from devicerl.runtime.trainer import make_learner, seed_everything
+    from devicerl.runtime.learner_setup import make_learner, seed_everything
 
     torch.set_num_threads(1)
     gpu = torch.cuda.device_count() >= world > 1

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -27,18 +26,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from devicerl.agents.base import Policy, require_trainable
-from devicerl.algos.base import Learner
 from devicerl.data.replay import ReplayBuffer
 from devicerl.errors import ConfigError
 from devicerl.judges.apply import is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
+from devicerl.runtime.distributed.factory import make_learner_group
 from devicerl.runtime.distributed.group import GroupInfo
-from devicerl.runtime.distributed.learners import LearnerGroup, make_learner_group
+from devicerl.runtime.distributed.learners import LearnerGroup
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import TaskExploration
+from devicerl.runtime.learner_setup import make_learner, seed_everything
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
@@ -65,19 +64,6 @@ class TrainState:
     offline_done: int = 0
 
 
-def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:
-    if cfg.algo == "none":
-        return None
-    require_trainable(actor)
-    if cfg.algo == "digirl":
-        from devicerl.algos.digirl import DigiRL
-
-        return DigiRL(actor, cfg.digirl, seed=cfg.seed)
-    from devicerl.algos.filtered_bc import FilteredBC
-
-    return FilteredBC(actor, cfg.filtered_bc, seed=cfg.seed)
-
-
 def load_offline(spec: str) -> list[Trajectory]:
     """Trajectories from run folders, stores or DigiRL ``.pt`` files (comma-separated)."""
     from devicerl.data.digirl_import import iter_digirl
@@ -95,12 +81,6 @@ def load_offline(spec: str) -> list[Trajectory]:
     if not out:
         raise ConfigError(f"offline_data {spec!r} holds no trajectories")
     return out
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 class Trainer:

@@ -116,18 +116,3 @@ def check_batch_sizes(cfg: Any, processes: int) -> None:
     for key, size in sizes.items():
         if size < processes:
             raise ConfigError(f"{key}={size} is smaller than the {processes} learner processes")
-
-
-def make_learner_group(
-    cfg: Any, learner: Learner, actor: Policy, group: GroupInfo | None = None
-) -> LearnerGroup:
-    """The handle the trainer's config and launch ask for."""
-    if group is not None and group.world_size > 1:
-        check_batch_sizes(cfg, group.world_size)
-        return LaunchedLearners(cfg, learner, actor, group)
-    if cfg.learner.num_workers > 1:
-        check_batch_sizes(cfg, cfg.learner.num_workers)
-        from devicerl.runtime.distributed.ray_group import RayLearnerGroup
-
-        return RayLearnerGroup(cfg, learner, actor)
-    return LearnerGroup(learner, actor)

@@ -105,7 +105,7 @@ class LearnerReplica:
     """A learner built from the run's config, learning with ``grad_sync`` on mirrored data."""
 
     def __init__(self, cfg: Any, grad_sync: GradSync, device: torch.device | None = None) -> None:
-        from devicerl.runtime.trainer import make_learner, seed_everything
+        from devicerl.runtime.learner_setup import make_learner, seed_everything
 
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)

@@ -1,0 +1,33 @@
+"""What every process that learns does first: seed, and build the learner a config names. The
+trainer, learner replicas on other processes and benchmarks share it."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import torch
+
+from devicerl.agents.base import Policy, require_trainable
+from devicerl.algos.base import Learner
+from devicerl.runtime.train_config import TrainConfig
+
+
+def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:
+    """The learner ``cfg.algo`` names for ``actor`` (None for ``algo=none``)."""
+    if cfg.algo == "none":
+        return None
+    require_trainable(actor)
+    if cfg.algo == "digirl":
+        from devicerl.algos.digirl import DigiRL
+
+        return DigiRL(actor, cfg.digirl, seed=cfg.seed)
+    from devicerl.algos.filtered_bc import FilteredBC
+
+    return FilteredBC(actor, cfg.filtered_bc, seed=cfg.seed)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
