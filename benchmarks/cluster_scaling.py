@@ -115,7 +115,7 @@ class Learner:
 
 def env_steps(fleet: RolloutFleet) -> float:
     """Env steps the groups report (steps of lost groups stay counted)."""
-    return fleet.stats.get("collect/env_steps", 0.0)
+    return fleet.stats.get("pool/env_steps", 0.0)
 
 
 def measure(fleet: RolloutFleet, seconds: float) -> dict[str, float]:

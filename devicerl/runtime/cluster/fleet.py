@@ -42,7 +42,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 #: Counters of `CollectorStats` that add up over groups (rates are summed over live groups).
-_SUMMED = ("env_steps", "episodes", "successes", "truncated", "restarts", "retired")
+#: Collector counters (their final metric names) that add up over rollout groups.
+_SUMMED = (
+    "pool/env_steps",
+    "pool/restarts",
+    "pool/retired",
+    "rollout/episodes",
+    "rollout/successes",
+    "rollout/truncated",
+)
 
 
 @dataclass
@@ -147,9 +155,9 @@ class RolloutFleet:
             out: dict[str, float] = dict(self._gone)
             for m in live:
                 for k, v in m.stats.items():
-                    if k.startswith("collect/") and k.split("/", 1)[1] in _SUMMED:
+                    if k in _SUMMED:
                         out[k] = out.get(k, 0.0) + v
-            out["collect/steps_per_s"] = sum(m.stats.get("collect/steps_per_s", 0.0) for m in live)
+            out["pool/steps_per_s"] = sum(m.stats.get("pool/steps_per_s", 0.0) for m in live)
             out["cluster/groups_alive"] = float(sum(m.node_id is not None for m in live))
             out["cluster/nodes"] = float(len({m.node_id for m in live if m.node_id}))
             out["cluster/queued"] = float(len(self._out))
@@ -285,7 +293,7 @@ class RolloutFleet:
         )
         with self._lock:
             for k, v in m.stats.items():
-                if k.startswith("collect/") and k.split("/", 1)[1] in _SUMMED:
+                if k in _SUMMED:
                     self._gone[k] = self._gone.get(k, 0.0) + v
             self._out.extend(lost)
             del self._members[m.index]
