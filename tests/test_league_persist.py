@@ -174,3 +174,20 @@ def test_kill_9_mid_run_then_resume_with_league_state_intact(tmp_path: Path) -> 
         m: v + 2 + exploits.count(m) for m, v in versions.items()
     }  # two updates each, and one version per weights copied in by an exploit
     assert len(list((tmp_path / "weights").glob("*.safetensors"))) == len(again.members)
+
+
+def test_devicerl_league_prints_the_table(tmp_path: Path, capsys) -> None:
+    from devicerl.cli.main import main
+
+    league, pbt = _league()
+    for _ in range(4):
+        league.record("clicks", "click-a", True)
+    league.end_iteration()
+    save_league(league, tmp_path / "run" / "league", pbt)
+    assert main(["league", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert out.strip() == f"{league_table(league)}\npbt: gen, gen.pbt1"
+    assert "clicks@1 (of clicks)" in out and "clicks -> gen" in out
+    assert main(["league", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no league state" in err and err.count("\n") == 1

@@ -30,6 +30,7 @@ COMMANDS = (
     "bench",
     "import-digirl",
     "cluster",
+    "league",
 )
 
 
