@@ -12,5 +12,6 @@ described in ``docs/league.md``.
 - `devicerl.league.state`: `League`, policies added/removed, frozen snapshots, regression gate.
 - `devicerl.league.pbt`: `PBT`, exploit/explore over a population.
 - `devicerl.league.persist`: save/load (JSON + safetensors) that survives kill -9.
+- `devicerl.league.acting`: `act_per_policy`, one batched `act` per policy over ready devices.
 - `devicerl.league.table`: `league_table`, the text report.
 """
