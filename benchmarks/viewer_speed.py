@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,15 +48,19 @@ def build_run(path: Path, episodes: int) -> None:
             )
 
 
-def view(pythonpath: Path, run: Path, out: Path) -> float:
+def view(pythonpath: Path, run: Path, out: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the process: user + system) of one `devicerl view`."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
     cmd = [sys.executable, "-m", "devicerl", "view", str(run), "--out", str(out), "max_episodes=0"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=pythonpath)
     took = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise SystemExit(f"view failed ({pythonpath}): {r.stderr.strip()[-500:]}")
-    return took
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return took, cpu
 
 
 def main() -> None:
@@ -77,11 +82,14 @@ def main() -> None:
             run = tmp_path / "run"
             build_run(run, args.episodes)
             times: dict[str, list[float]] = {"old": [], "new": []}
+            cpu: dict[str, list[float]] = {"old": [], "new": []}
             for _ in range(args.repeats):
                 for name, code in (("old", old), ("new", ROOT)):
                     out = tmp_path / f"report-{name}"
                     shutil.rmtree(out, ignore_errors=True)
-                    times[name].append(view(code, run, out))
+                    wall, used = view(code, run, out)
+                    times[name].append(round(wall, 2))
+                    cpu[name].append(round(used, 2))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)])
     best = {k: min(v) for k, v in times.items()}
