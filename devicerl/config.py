@@ -274,15 +274,13 @@ def redact(obj: Any) -> Any:
         out = {}
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
-            out[f.name] = REDACTED if (f.name in secrets and v) else redact(v)
+            out[f.name] = (
+                REDACTED if (f.name in secrets and isinstance(v, str) and v) else redact(v)
+            )
         return out
     if isinstance(obj, Mapping):
         return {
-            k: (
-                REDACTED
-                if (is_secret_name(str(k)) and v and not isinstance(v, Mapping))
-                else redact(v)
-            )
+            k: (REDACTED if (is_secret_name(str(k)) and isinstance(v, str) and v) else redact(v))
             for k, v in obj.items()
         }
     return to_dict(obj)

@@ -24,8 +24,9 @@ from typing import Any
 #: What a removed secret is replaced with.
 MASK = "***"
 
-#: Variable (or config key) names whose values are secrets.
-SECRET_NAME = re.compile(r"(api_?key|token|secret|passw(or)?d|credential)", re.IGNORECASE)
+#: Variable (or config key) names whose values are secrets. ``token`` counts only as the name's
+#: last word (``HF_TOKEN``, ``access_token``), so counts such as ``max_tokens`` stay config.
+SECRET_NAME = re.compile(r"(api_?key|secret|passw(or)?d|credential|(^|[_.-])token$)", re.IGNORECASE)
 #: Values shorter than this are not scrubbed (``1``, ``true``: too common to be a secret).
 MIN_SECRET_LEN = 6
 

@@ -194,3 +194,15 @@ def test_secret_config_values_are_redacted_but_env_names_are_not(tmp_path, name)
     save_config({name: "s3cr3t-value", "api_key_env": "MY_VAR"}, path)
     text = path.read_text()
     assert "s3cr3t-value" not in text and "api_key_env: MY_VAR" in text
+
+
+def test_a_saved_training_config_loads_back_whole(tmp_path) -> None:
+    """Counts named like secrets (``max_tokens``, ``max_instr_tokens``) are config, not secrets:
+    the saved config.yaml of a run must load back to the same config."""
+    from devicerl.config import to_dict
+    from devicerl.runtime.train_config import TrainConfig
+
+    path = tmp_path / "config.yaml"
+    save_config(TrainConfig(), path)
+    assert MASK not in path.read_text()
+    assert to_dict(load_config(TrainConfig, path)) == to_dict(TrainConfig())
