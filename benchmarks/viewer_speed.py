@@ -93,19 +93,27 @@ def main() -> None:
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)])
     best = {k: min(v) for k, v in times.items()}
+    best_cpu = {k: min(v) for k, v in cpu.items()}
     result = {
         "episodes": args.episodes,
         "old_commit": args.old_commit,
-        "old_s": times["old"],
-        "new_s": times["new"],
-        "speedup_best": best["old"] / best["new"],
+        "cpus": os.cpu_count(),
+        "load_avg_1m_at_end": os.getloadavg()[0],
+        "old_wall_s": times["old"],
+        "new_wall_s": times["new"],
+        "old_cpu_s": cpu["old"],
+        "new_cpu_s": cpu["new"],
+        "speedup_wall_best": best["old"] / best["new"],
+        "speedup_cpu_best": best_cpu["old"] / best_cpu["new"],
     }
+    print(f"devicerl view, {args.episodes} episodes, best of {args.repeats} (imports included)")
+    print(f"  old ({args.old_commit}): wall {best['old']:.2f} s  cpu {best_cpu['old']:.2f} s")
+    print(f"  new:             wall {best['new']:.2f} s  cpu {best_cpu['new']:.2f} s")
     print(
-        f"devicerl view, {args.episodes} episodes (best of {args.repeats}, wall, imports included)"
+        f"  speed-up: wall {result['speedup_wall_best']:.1f}x, cpu "
+        f"{result['speedup_cpu_best']:.1f}x (load average {result['load_avg_1m_at_end']:.1f} on "
+        f"{result['cpus']} CPUs: wall times on a busy machine are noisy)"
     )
-    print(f"  old ({args.old_commit}): {best['old']:.2f} s   runs {times['old']}")
-    print(f"  new:             {best['new']:.2f} s   runs {times['new']}")
-    print(f"  speed-up: {result['speedup_best']:.1f}x")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
