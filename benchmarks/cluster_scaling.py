@@ -14,9 +14,10 @@ episodes.
 - barrier: DigiRL's multi-machine rhythm on the same nodes and the same number of devices: on
   each host a batch of episodes is reset together and stepped in lockstep until all ended (a
   thread per device, as DigiRL's batched env); the learner waits for every host's batch, then
-  learns while every device idles.
+  learns while every device idles. Measured first, while the groups are paused.
 - node loss: with 4 groups running, one worker node is removed; throughput after it (the lost
   group cannot be placed again: no free slot) is compared with 3/4 of the throughput before.
+  Then a node joins: the waiting group starts there (``join_gain``: throughput after / before).
   Every group appends the id of each episode it ships to a ledger; ``lost_completed`` counts
   shipped complete episodes the learner never received (duplicates are counted too).
 
@@ -61,6 +62,15 @@ def latency_profile(scale: float) -> dict[str, Any]:
             "slow_factor": 5.0,
         },
     }
+
+
+def ideal_rate(scale: float, devices: int) -> float:
+    """Env-steps/s of ``devices`` always-busy devices: E[steps] / E[time] per episode."""
+    from devicerl.envs.synthetic import Latency
+
+    p = latency_profile(scale)
+    step, reset = Latency.parse(p["step_latency"]).mean, Latency.parse(p["reset_latency"]).mean
+    return devices * 5.5 / (5.5 * step + reset)
 
 
 def fleet_config(args: argparse.Namespace, ledger: Path) -> TrainConfig:
@@ -173,6 +183,18 @@ def bench_barrier(ray: Any, args: argparse.Namespace, seconds: float) -> dict[st
     return {"steps": steps, "seconds": elapsed, "rounds": rounds, "steps_per_s": steps / elapsed}
 
 
+def join(local: LocalCluster, fleet: RolloutFleet, settle: float, window: float) -> dict:
+    """A node joins: the group waiting for a slot starts there; throughput after."""
+    try:
+        local.add_node("node_joined")
+    except Exception as e:  # a raylet that cannot start on a saturated machine
+        return {"error": f"{type(e).__name__}: {e}"}
+    while None in fleet.placement().values():
+        time.sleep(0.1)
+    time.sleep(settle)
+    return measure(fleet, window)
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -191,8 +213,8 @@ def main() -> int:
     p.add_argument("--json", default=None, help="write results here")
     args = p.parse_args()
     args.scale = args.scale or (40.0 if args.quick else 20.0)
-    window = args.window or (10.0 if args.quick else 40.0)
-    settle = 2 * (60.0 / args.scale)  # longest normal reset: paused groups finish an episode
+    window = args.window or (8.0 if args.quick else 40.0)
+    settle = 2 * 60.0 / args.scale  # twice the longest normal reset: bursts after a pause end
     t_start = time.perf_counter()
     ledger = Path(tempfile.mkdtemp(prefix="cluster-scaling-")) / "ledger.tsv"
     fast = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
@@ -216,22 +238,24 @@ def main() -> int:
     try:
         while len(fleet.placement()) < NODES or None in fleet.placement().values():
             time.sleep(0.2)
+        set_active(fleet, 0)  # first, the same 4 nodes run DigiRL's rhythm
+        barrier = bench_barrier(ray, args, window)
+        print(f"barrier, {NODES} nodes: {barrier['steps_per_s']:.1f} env-steps/s", flush=True)
+        result["barrier"] = barrier
         learner.thread.start()
         ours = {}
         for n in (1, 2, NODES):
             set_active(fleet, n)
             time.sleep(settle)
             ours[n] = measure(fleet, window * (2 if n == 1 else 1))
-            print(f"ours, {n} node(s): {ours[n]['steps_per_s']:.1f} env-steps/s", flush=True)
+            ours[n]["ideal"] = ideal_rate(args.scale, n * args.devices)
+            print(
+                f"ours, {n} node(s): {ours[n]['steps_per_s']:.1f} env-steps/s "
+                f"(ideal {ours[n]['ideal']:.1f})",
+                flush=True,
+            )
         result["ours"] = ours
-        set_active(fleet, 0)
-        time.sleep(settle)
-        barrier = bench_barrier(ray, args, window)
-        print(f"barrier, {NODES} nodes: {barrier['steps_per_s']:.1f} env-steps/s", flush=True)
-        result["barrier"] = barrier
-        set_active(fleet, NODES)
-        time.sleep(settle)
-        before = measure(fleet, window)
+        before = ours[NODES]  # node loss: the 4 groups go on running
         victim = local.cluster.list_all_nodes()[-1]
         local.cluster.remove_node(victim, allow_graceful=False)
         deadline = time.monotonic() + 60
@@ -245,6 +269,9 @@ def main() -> int:
             flush=True,
         )
         result["node_loss"] = {"before": before, "after": after}
+        joined = join(local, fleet, settle, window)
+        print(f"node joined: {joined.get('steps_per_s', joined)} env-steps/s", flush=True)
+        result["node_joined"] = joined
     finally:
         learner.stop.set()
         learner.thread.join(10)
@@ -259,6 +286,8 @@ def main() -> int:
     vs_barrier = ours[NODES]["steps_per_s"] / barrier["steps_per_s"]
     kept = after["steps_per_s"] / (0.75 * before["steps_per_s"])
     result.update(
+        join_gain=joined["steps_per_s"] / after["steps_per_s"] if "error" not in joined else None,
+        load_at_end=os.getloadavg()[0],
         scaling_4nodes=scaling,
         vs_barrier=vs_barrier,
         node_loss_kept=kept,
