@@ -31,6 +31,7 @@ def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainCo
         [
             "mode=online",
             "algo=none",
+            "agent.kind=random",
             "env.name=synthetic/steps",
             "env.worker=serial",
             "env.num_envs=4",
@@ -215,3 +216,12 @@ def test_weights_travel_as_one_object_per_version(tmp_path: Path, monkeypatch) -
     finally:
         fleet.stop()
     assert not ray.is_initialized()  # the fleet started Ray, so it stopped it
+
+
+def test_group_devices_cannot_be_ray_actors_elsewhere(tmp_path: Path) -> None:
+    from devicerl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"rollouts\.groups: a group runs its devices"):
+        _config(tmp_path, 2, 100, "env.worker=ray")
+    with pytest.raises(ConfigError, match=r"rollouts\.groups"):
+        _config(tmp_path, -1, 100)
