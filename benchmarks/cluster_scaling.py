@@ -217,8 +217,7 @@ def main() -> int:
     settle = 2 * 60.0 / args.scale  # twice the longest normal reset: bursts after a pause end
     t_start = time.perf_counter()
     ledger = Path(tempfile.mkdtemp(prefix="cluster-scaling-")) / "ledger.tsv"
-    fast = {"health_check_period_ms": 1000, "health_check_failure_threshold": 5}
-    local = LocalCluster(nodes=NODES, cpus_per_node=1.0, system_config=fast).start()
+    local = LocalCluster(nodes=NODES, cpus_per_node=1.0).start()
     import ray
 
     ray.init(address=local.address, log_to_driver=False)
