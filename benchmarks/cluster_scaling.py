@@ -173,7 +173,7 @@ def bench_barrier(ray: Any, args: argparse.Namespace, seconds: float) -> dict[st
     ]
     ray.get([h.round.remote() for h in hosts])  # warm-up round (process start-up)
     steps, rounds, t0 = 0, 0, time.perf_counter()
-    while rounds == 0 or time.perf_counter() - t0 < seconds:
+    while rounds < 5 or time.perf_counter() - t0 < seconds:  # a round is one straggler draw
         steps += sum(ray.get([h.round.remote() for h in hosts]))  # every host's batch
         time.sleep(args.learn_s / args.scale)  # then learn, every device idle
         rounds += 1
