@@ -139,7 +139,7 @@ class RolloutGroup:
         self.collector: Collector | None = None
         self.judge = None
         if cfg.judge.kind != "native":
-            from devicerl.judges.config import make_runner
+            from devicerl.judges.factory import make_runner
 
             self.judge = make_runner(cfg.judge)
         self._thread = threading.Thread(target=self._run, name="rollout-group", daemon=True)
