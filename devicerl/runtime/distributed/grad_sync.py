@@ -59,18 +59,24 @@ class DataParallelSync(GradSync):
         params = [p for p in params if p.requires_grad]
         if not params:
             return
-        device = params[0].device
-        flags = torch.tensor([p.grad is not None for p in params], dtype=torch.int32)
-        flags = flags.to(device)
-        dist.all_reduce(flags, group=self.group)  # a gradient anywhere: synced everywhere
-        used = [p for p, n in zip(params, flags.tolist()) if n > 0]
-        buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-        for p in used:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-            buckets.setdefault((p.grad.dtype, p.grad.device), []).append(p.grad)
-        for grads in buckets.values():
-            flat = _flatten_dense_tensors(grads).mul_(self.fraction)
+        # one all-reduce per dtype/device: the gradients (zeros where a process has none) and,
+        # in the first bucket, whether each process had one (so unused ones stay None)
+        had = [p.grad is not None for p in params]
+        buckets: dict[tuple[torch.dtype, torch.device], list[int]] = {}
+        for i, p in enumerate(params):
+            buckets.setdefault((p.dtype, p.device), []).append(i)
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flags: list[float] = []
+        for n, idx in enumerate(buckets.values()):
+            part = [grads[i] for i in idx]
+            flat = _flatten_dense_tensors(part).mul_(self.fraction)
+            if n == 0:
+                flat = torch.cat([flat, torch.tensor(had, dtype=flat.dtype, device=flat.device)])
             dist.all_reduce(flat, group=self.group)
-            for g, synced in zip(grads, _unflatten_dense_tensors(flat, grads)):
-                g.copy_(synced)
+            if n == 0:
+                flags = flat[-len(params) :].tolist()
+                flat = flat[: -len(params)]
+            for i, synced in zip(idx, _unflatten_dense_tensors(flat, part)):
+                grads[i].copy_(synced)
+        for p, g, used in zip(params, grads, flags):
+            p.grad = g if used > 0 else None  # no gradient anywhere: none, as in one process
