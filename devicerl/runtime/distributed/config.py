@@ -27,7 +27,8 @@ class LearnerConfig:
         },
     )
     setup_timeout_s: float = field(
-        default=300.0, metadata={"help": "give up when the group has not formed after"}
+        default=300.0,
+        metadata={"help": "give up when the group has not formed within this many seconds"},
     )
 
     def validate(self) -> None:
