@@ -87,6 +87,7 @@ def test_select_curriculum_then_step_filter() -> None:
         ("a", 0), ("a", 1), ("a", 2), ("b", 1), ("c", 1), ("d", 0), ("d", 1)
     }  # fmt: skip
     assert stats["train/step_filter_kept_frac"] == pytest.approx(7 / 10)
+    assert stats["train/kept_steps_failed_frac"] == pytest.approx(1 / 7)  # b's step
     assert stats["train/kept_steps"] == 7 and stats["train/kept_trajectories"] == 4
 
 

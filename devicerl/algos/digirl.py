@@ -241,6 +241,12 @@ class DigiRL(Learner):
             "train/step_filter_kept_frac": (
                 len(samples) / kept_steps_in if kept_steps_in else math.nan
             ),
+            # imitated actions of failed episodes: where a critic's error becomes the policy's
+            "train/kept_steps_failed_frac": (
+                sum(not s.trajectory.success for s in samples) / len(samples)
+                if samples
+                else math.nan
+            ),
         }
         if v_instr is not None:
             final = torch.tensor([1.0 if t.success else 0.0 for t in pool])

@@ -28,6 +28,7 @@ _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 
 DIAGNOSTICS = (
     "train/step_filter_kept_frac",
     "train/curriculum_kept_frac",
+    "train/kept_steps_failed_frac",
     "train/critic_brier",
     "train/critic_accuracy",
     "train/instr_critic_auc",

@@ -43,6 +43,7 @@ KNOWN_METRICS: dict[str, str] = {
     "train/lr": "learning rate",
     "train/step_filter_kept_frac": "DigiRL: share of the curriculum's steps the step filter keeps",
     "train/curriculum_kept_frac": "DigiRL: share of the sampled trajectories the curriculum keeps",
+    "train/kept_steps_failed_frac": "DigiRL: share of imitated steps from failed episodes",
     "train/critic_brier": "DigiRL: step critic's Brier score on held-out trajectories' steps",
     "train/critic_accuracy": "DigiRL: step critic's accuracy (V > 0.5 vs success), held out",
     "train/instr_critic_auc": "DigiRL: instruction critic's ROC AUC on held-out trajectories",
