@@ -383,7 +383,9 @@ class SmallAgent(TorchPolicy):
         if not observations:
             return torch.zeros(0, device=self.device)
         batch = self.featurize(observations)
-        lp = self.head_log_probs(batch)
+        # the level the collector asked for when acting, when the observation carries it
+        # (`Trajectory.acting_observation`), so recorded and recomputed log-probs agree
+        lp = self.head_log_probs(batch, self._explore_levels(observations))
         targets = [self.action_target(m, a) for m, a in zip(batch.meta, actions)]
         return self._score(lp, targets, batch.meta)
 
