@@ -157,8 +157,12 @@ class TrainConfig:
         default=True, metadata={"help": "keep collecting while the learner updates"}
     )
     max_policy_lag: int = field(
-        default=4,
-        metadata={"help": "drop trajectories this many policy versions old or older", "min": 1},
+        default=0,
+        metadata={
+            "help": "never train on trajectories this many policy versions old or older: "
+            "dropped on arrival, evicted from the replay (0: no limit, as the reference)",
+            "min": 0,
+        },
     )
     max_ahead: int = field(
         default=0,

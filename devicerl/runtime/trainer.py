@@ -105,7 +105,7 @@ class Trainer:
         if self.learner is not None:
             self.learners = make_learner_group(cfg, self.learner, self.actor, group)
         self.run_dir = run_dir.create()
-        self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag)
+        self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag or None)
         self.state = TrainState()
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
         self.recent: deque[int] = deque(maxlen=100)
@@ -308,7 +308,7 @@ class Trainer:
         self.recent.append(int(t.success))
         lag = s.version - t.policy_version
         self.lags.append(lag)
-        if lag >= self.cfg.max_policy_lag:
+        if self.cfg.max_policy_lag and lag >= self.cfg.max_policy_lag:
             s.dropped_stale += 1
             return False
         if train:
