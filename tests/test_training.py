@@ -50,6 +50,7 @@ PAPER = ["agent.small.explore=0.0"]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 1,200 env steps of DigiRL on a loaded 2-core machine
 @pytest.mark.parametrize(
     "algo,extra",
     [("digirl", ["exploration.max=0.5"]), ("digirl", PAPER), ("filtered_bc", PAPER)],
