@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-from devicerl.errors import ConfigError
+from typing import Literal
 
 
 @dataclass
@@ -14,13 +13,19 @@ class LearnerConfig:
 
     num_workers: int = field(
         default=0,
-        metadata={"help": "Ray learner actors forming one DDP group (0 or 1: in the trainer)"},
+        metadata={
+            "help": "Ray learner actors forming one DDP group (0 or 1: in the trainer)",
+            "min": 0,
+        },
     )
     gpus_per_worker: float = field(
-        default=0.0, metadata={"help": "GPUs per Ray learner actor (0: CPU, gloo; 1: NCCL)"}
+        default=0.0,
+        metadata={"help": "GPUs per Ray learner actor (0: CPU, gloo; 1: NCCL)", "min": 0},
     )
-    cpus_per_worker: float = field(default=1.0, metadata={"help": "CPUs per Ray learner actor"})
-    backend: str = field(
+    cpus_per_worker: float = field(
+        default=1.0, metadata={"help": "CPUs per Ray learner actor", "min": 0}
+    )
+    backend: Literal["auto", "gloo", "nccl"] = field(
         default="auto",
         metadata={
             "help": "torch.distributed backend: auto (nccl on GPUs, else gloo), gloo or nccl"
@@ -28,14 +33,8 @@ class LearnerConfig:
     )
     setup_timeout_s: float = field(
         default=300.0,
-        metadata={"help": "give up when the group has not formed within this many seconds"},
+        metadata={
+            "help": "seconds to wait for the learner group to form before giving up",
+            "gt": 0,
+        },
     )
-
-    def validate(self) -> None:
-        if self.num_workers < 0 or self.gpus_per_worker < 0 or self.cpus_per_worker < 0:
-            raise ConfigError(
-                "learner.num_workers, learner.gpus_per_worker and learner.cpus_per_worker must "
-                f"be >= 0, got {self.num_workers}, {self.gpus_per_worker}, {self.cpus_per_worker}"
-            )
-        if self.backend not in ("auto", "gloo", "nccl"):
-            raise ConfigError(f"learner.backend must be auto, gloo or nccl, got {self.backend!r}")
