@@ -38,3 +38,7 @@ class TaskError(DeviceRLError, ValueError):
 class AuthError(DeviceRLError, PermissionError):
     """An endpoint refused our credentials (HTTP 401/403): fatal, never retried; the message
     names the endpoint and the environment variable that holds the key (never the key)."""
+
+
+class RunError(DeviceRLError):
+    """A run folder cannot be used as asked (it exists, or another process holds it)."""

@@ -195,6 +195,8 @@ def test_malformed_row_names_file_and_episode(tmp_path, trajectories) -> None:
     col = table.schema.get_field_index("info")
     bad = table.set_column(col, "info", pa.array(["{not json"] * table.num_rows, pa.string()))
     pq.write_table(bad, shards[2])
+    for m in tmp_path.glob("manifest-*.jsonl"):  # written malformed, not corrupted later:
+        m.unlink()  # no hash to contradict it, so the rows themselves are what fails
     with pytest.raises(DataError, match=f"{shards[2].name}: episode {trajectories[2].episode_id}"):
         TrajectoryStore(tmp_path).read_all()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from devicerl.cli.common import add_config_args, resolve_config, start_run
+from devicerl.cli.common import add_config_args, add_run_args, resolve_config, start_new_run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,18 +17,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Collect env_steps steps with the agent on tasks.train into RUN_DIR's "
         "trajectory store (use it as offline_data of a later run, or view it).",
     )
-    p.add_argument("--out", default=None, help="run folder (default: runs/collect)")
+    add_run_args(p, "runs/collect-<date>-<time>")
     add_config_args(p, TrainConfig)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.runtime.preflight import check_run_config
     from devicerl.runtime.trainer import Trainer
 
     cfg = resolve_config(args)
     cfg.mode, cfg.algo = "online", "none"
     cfg.eval.at_end = False
-    run_dir = start_run(args.out or "runs/collect", cfg)
-    summary = Trainer(cfg, run_dir).run()
+    check_run_config(cfg)
+    _, trainer = start_new_run(args, cfg, "collect", lambda run_dir: Trainer(cfg, run_dir))
+    summary = trainer.run()
     print(json.dumps(summary, default=str))
-    return 0
+    return trainer.stop.exit_code

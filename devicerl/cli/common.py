@@ -20,6 +20,7 @@ with its type, help text and default; ``--print-config`` prints the resolved con
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
@@ -27,12 +28,15 @@ import sys
 import textwrap
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Any, TypeVar, get_args, get_origin
 
 import yaml
 
 from devicerl.config import bounds_text, load_config, redact, to_dict
+
+T = TypeVar("T")
 
 
 def _type_label(tp: Any) -> str:
@@ -187,10 +191,47 @@ def print_config(cfg: Any) -> None:
     sys.stdout.write(yaml.safe_dump(redact(cfg), sort_keys=False))
 
 
-def start_run(path: str | Path, config: Any) -> Any:
-    """Create the run folder and save the resolved config (secrets redacted) in it."""
+def start_run(path: str | Path | Any, config: Any, *, overwrite: bool = False) -> Any:
+    """Create a new run folder (refusing an existing run unless ``overwrite``), hold its lock
+    and save the resolved config (secrets redacted) in it. ``path`` may be a `RunDir`."""
     from devicerl.runtime.run_dir import RunDir
 
-    run = RunDir(path).create()
+    run = path if isinstance(path, RunDir) else RunDir(path)
+    run.start_new(overwrite=overwrite)
     run.save_config(config)
     return run
+
+
+def start_new_run(
+    args: argparse.Namespace, config: Any, prefix: str, build: Callable[[Any], T]
+) -> tuple[Any, T]:
+    """The run folder of a new run and what ``build(run_dir)`` makes (e.g. the trainer, which
+    builds the agent and writes nothing), in the order that keeps a rejected run from writing:
+    the folder is checked, ``build`` runs, then the folder is created, locked and the config
+    saved. Without ``--out`` the folder is a new timestamped one under ``runs/``."""
+    from devicerl.runtime.run_dir import RunDir, reserve_run_path
+
+    run = RunDir(args.out) if args.out else RunDir(reserve_run_path(prefix))
+    try:
+        run.check_new(args.overwrite)
+        built = build(run)
+        start_run(run, config, overwrite=args.overwrite)
+    except BaseException:
+        if not args.out:
+            with contextlib.suppress(OSError):
+                run.path.rmdir()  # the reserved folder, while still empty
+        raise
+    return run, built
+
+
+def add_run_args(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--out`` (default: a new timestamped folder) and ``--overwrite`` for commands that
+    start a run."""
+    parser.add_argument(
+        "--out", default=None, metavar="RUN_DIR", help=f"run folder (default: {default})"
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an existing run in --out first (without it, an existing run is refused)",
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from devicerl.cli.common import add_config_args, resolve_config, start_run
+from devicerl.cli.common import add_config_args, add_run_args, resolve_config, start_new_run
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,17 +18,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "tasks of tasks.eval (or tasks.train), eval.episodes_per_task seeds each, greedy by "
         "default; print the per-task table and write eval.json into the run folder.",
     )
-    p.add_argument("--out", default=None, help="run folder (default: runs/eval)")
+    add_run_args(p, "runs/eval-<date>-<time>")
     add_config_args(p, TrainConfig)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.runtime.preflight import check_run_config
     from devicerl.runtime.trainer import Trainer
 
     cfg = resolve_config(args)
     cfg.mode = "eval"
-    run_dir = start_run(args.out or "runs/eval", cfg)
-    summary = Trainer(cfg, run_dir).run()
+    check_run_config(cfg)
+    _, trainer = start_new_run(args, cfg, "eval", lambda run_dir: Trainer(cfg, run_dir))
+    summary = trainer.run()
     print(json.dumps(summary.get("eval", {}), default=str))
-    return 0
+    return trainer.stop.exit_code

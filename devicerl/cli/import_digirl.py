@@ -1,13 +1,20 @@
 """``devicerl import-digirl FILE... --out DIR``: convert DigiRL ``.pt`` trajectories to a store.
 
 The output is a run folder (``DIR/trajectories/``), so ``devicerl view DIR`` shows the imported
-episodes and offline or off-to-online training can start from them.
+episodes and offline or off-to-online training can start from them. A new DIR is built beside
+its final name and renamed at the end; an existing DIR gets the new episodes only once every
+file converted. A failed import leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import shutil
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from devicerl.cli.common import add_config_args, resolve_config
 
@@ -65,26 +72,63 @@ def _task_names(spec: str | None) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.data.digirl_import import import_digirl
-    from devicerl.runtime.run_dir import RunDir
 
     # Positional KEY=VALUE words land in `files` too (argparse is greedy): move them.
     args.config_overrides += [f for f in args.files if "=" in f and not f.endswith(".pt")]
     files = [f for f in args.files if f not in args.config_overrides]
     cfg = resolve_config(args)
-    run_dir = RunDir(args.out).create()
-    stats = import_digirl(
-        files,
-        run_dir.trajectories,
-        image_root=cfg.image_root,
-        features=cfg.features,
-        task_names=_task_names(cfg.tasks),
-        codec=cfg.codec,
-    )
+    task_names = _task_names(cfg.tasks)
+    out = Path(args.out)
+    kwargs = {
+        "image_root": cfg.image_root,
+        "features": cfg.features,
+        "task_names": task_names,
+        "codec": cfg.codec,
+    }
+    if out.exists():
+        stats = _import_into_existing(out, files, kwargs)
+    else:
+        stats = _import_into_new(out, files, kwargs)
     rate = stats.successes / stats.trajectories if stats.trajectories else 0.0
     print(
         f"imported {stats.trajectories} trajectories ({stats.steps} steps, success rate "
         f"{rate:.1%}); screenshots found {stats.images_found}, missing {stats.images_missing} "
-        f"-> {run_dir.trajectories}"
+        f"-> {out / 'trajectories'}"
     )
     return 0
+
+
+def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
+    """Build the whole run folder beside ``out`` and rename it into place at the end."""
+    from devicerl.data.digirl_import import import_digirl
+    from devicerl.runtime.run_dir import RunDir
+
+    made = [p for p in reversed(out.parents) if not p.exists()]
+    work = RunDir(out.with_name(f".{out.name}.importing-{os.getpid()}"))
+    try:
+        work.create()
+        stats = import_digirl(files, work.trajectories, **kwargs)
+        os.rename(work.path, out)
+    except BaseException:
+        shutil.rmtree(work.path, ignore_errors=True)
+        for p in reversed(made):  # folders this import created for --out
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
+    return stats
+
+
+def _import_into_existing(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
+    """Add the new episodes to an existing run folder (locked; staged by `import_digirl`)."""
+    from devicerl.data.digirl_import import import_digirl
+    from devicerl.errors import RunError
+    from devicerl.runtime.run_dir import RunDir
+
+    run = RunDir(out)
+    if not out.is_dir() or (any(out.iterdir()) and not run.is_run()):
+        raise RunError(f"--out {out} exists and is not a run folder")
+    run.lock()
+    try:
+        return import_digirl(files, run.trajectories, **kwargs)
+    finally:
+        run.unlock()

@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="measure a success judge against ground truth (confusion matrix, accuracy, FPR)",
         description="Run a judge over stored episodes that have ground truth (a human label in "
         "extras['ground_truth'], else the task's own success check) and print the confusion "
-        "matrix, accuracy, false-positive / false-negative rates and unknown verdicts.",
+        "matrix, accuracy, false-positive / false-negative rates and unknown verdicts. Corrupt "
+        "shards are skipped and named; the report covers the others.",
     )
     p.add_argument("data", metavar="RUN_OR_DATA", help="a run folder or a trajectory store")
     p.add_argument("--limit", type=int, default=0, help="judge at most this many episodes")
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.run_dir import find_store
 
     config = resolve_config(args)
-    store = TrajectoryStore(find_store(args.data))
+    store = TrajectoryStore(find_store(args.data), skip_bad=True)  # one bad shard costs its own
     if not store.shards():
         raise DataError(f"{args.data}: no stored episodes (not a run or trajectory store folder)")
     episodes = store.iter_trajectories()
@@ -58,9 +59,14 @@ def run(args: argparse.Namespace) -> int:
 
         report = evaluate_judge(judge, episodes, workers=config.n_workers, progress=progress)
     print(report.format())
+    for path, reason in store.bad_shards.items():
+        print(f"judge-eval: skipped bad shard {path.name}: {reason}", file=sys.stderr)
     if not report.n:
         print(f"judge-eval: no episode in {args.data} has ground truth", file=sys.stderr)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2))
+        skipped = {p.name: reason for p, reason in store.bad_shards.items()}
+        Path(args.json).write_text(
+            json.dumps({**report.to_dict(), "skipped_shards": skipped}, indent=2)
+        )
     return 0 if report.n else 1

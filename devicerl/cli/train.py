@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from devicerl.cli.common import add_config_args, print_config, resolve_config, start_run
+from devicerl.cli.common import (
+    add_config_args,
+    add_run_args,
+    print_config,
+    resolve_config,
+    start_new_run,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,9 +22,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="train an agent (Filtered BC or DigiRL; offline, online, off2on)",
         description="Train an agent into RUN_DIR (config.yaml, trajectories/, metrics.jsonl, "
         "tb/, checkpoints/, agent/, summary.json). Example configs are in configs/. "
-        "Resume a run after a crash or kill with: devicerl train --resume RUN_DIR",
+        "Resume a run after a crash, a kill or Ctrl-C (which writes a checkpoint first) with: "
+        "devicerl train --resume RUN_DIR. An existing run folder is never written into by a "
+        "new run (see docs/runs-and-safety.md).",
     )
-    p.add_argument("--out", default=None, help="run folder (default: runs/<mode>-<algo>)")
+    add_run_args(p, "runs/<mode>-<algo>-<date>-<time>")
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
@@ -54,10 +62,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, group) -> int:
+    import sys
+
     from devicerl.errors import ConfigError
+    from devicerl.runtime.preflight import check_run_config
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.train_config import TrainConfig
 
+    # Order matters: everything is validated before the first byte is written.
     if args.resume:
         if args.config:
             raise ConfigError(
@@ -65,23 +77,36 @@ def _train(args: argparse.Namespace, group) -> int:
                 f"--config {args.config} and give changes as KEY=VALUE overrides"
             )
         run_dir = RunDir(args.resume)
+        if not run_dir.config_path.is_file():
+            raise ConfigError(f"--resume {args.resume}: not a run folder (no {RunDir.CONFIG})")
         overrides = [*args.config_set, *args.config_overrides]
         cfg = run_dir.load_config(TrainConfig, overrides)
         if args.print_config:  # what the resumed run would use; nothing is written
             print_config(cfg)
             return 0
+        check_run_config(cfg)
         from devicerl.runtime.trainer import Trainer  # torch loads here, not for --help
 
+        run_dir.lock()
+        trainer = Trainer(cfg, run_dir, resume=True, group=group)
         if overrides:
             run_dir.save_config(cfg)
-        trainer = Trainer(cfg, run_dir, resume=True, group=group)
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
+        check_run_config(cfg)
         from devicerl.runtime.trainer import Trainer
 
-        run_dir = start_run(args.out or f"runs/{cfg.mode}-{cfg.algo}", cfg)
-        trainer = Trainer(cfg, run_dir, group=group)
+        prefix = f"{cfg.mode}-{cfg.algo}"
+        run_dir, trainer = start_new_run(args, cfg, prefix, lambda r: Trainer(cfg, r, group=group))
     summary = trainer.run()
     print(json.dumps({k: v for k, v in summary.items() if k != "eval"}, default=str))
+    if trainer.stopped:
+        print(
+            f"devicerl train: stopped by {trainer.stopped} at iteration {trainer.state.iteration} "
+            f"(checkpoint and agent written); continue with: devicerl train --resume "
+            f"{run_dir.path}",
+            file=sys.stderr,
+        )
+        return trainer.stop.exit_code
     print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")
     return 0

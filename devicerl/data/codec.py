@@ -94,7 +94,8 @@ def image_format(data: bytes) -> str:
         return "webp"
     if data[:8] == _RAW_MAGIC:
         return "raw"
-    raise DataError(f"unknown image encoding (first bytes {data[:12]!r})")
+    # the bytes are not echoed: they may be any file's (an importer's image path)
+    raise DataError(f"unknown image encoding ({len(data)} bytes, not PNG, JPEG, WebP or raw)")
 
 
 def decode_image(data: bytes) -> np.ndarray:

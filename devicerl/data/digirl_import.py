@@ -16,8 +16,10 @@ Mapping (documented choices):
 - ``image_path`` names the screenshot taken *after* the step (the reference saves
   ``<id>_<n>.png`` after its n-th action), so step h's own screenshot is step h-1's
   ``image_path``, the first one is the same name with n-1, and the last ``image_path`` is the
-  final observation. Images are read from ``image_root / basename`` (or the path itself) when
-  present; otherwise the screenshot is None.
+  final observation. Images are read only from inside ``image_root``: ``image_root / path`` for
+  a relative path, then ``image_root / basename``; a path that leads outside the root (``..``,
+  a symlink) is refused with a `DataError` that names it (never its content). Without
+  ``image_root`` or when the file is missing or not an image, the screenshot is None.
 - ``image_features`` go to ``Observation.extras["image_features"]`` (float32 array; the last
   ``next_image_features`` to the final observation), unless ``features=False``. The prompt is in
   ``extras["prompt"]``; ``mc_return`` and ``trajectory_reward`` in each step's ``info``.
@@ -32,8 +34,11 @@ Mapping (documented choices):
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import pickle
 import re
+import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +50,8 @@ import numpy as np
 from devicerl.actions import parse_autoui
 from devicerl.errors import DataError
 from devicerl.records import EndReason, Observation, Step, Trajectory
+
+log = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("observation", "task", "reward", "done", "action")
 _NUMBERED = re.compile(r"^(.*_)(\d+)(\.\w+)$")
@@ -133,23 +140,45 @@ class ImportStats:
 
 
 class _Images:
+    """Screenshots read from inside ``root`` only (image paths come from untrusted files)."""
+
     def __init__(self, root: Path | None, stats: ImportStats) -> None:
-        self.root, self.stats = root, stats
+        self.root = root.resolve() if root is not None else None
+        self.stats = stats
+
+    def _candidates(self, path: str) -> list[Path]:
+        assert self.root is not None
+        p = Path(path)
+        out = [] if p.is_absolute() else [self.root / p]
+        out.append(self.root / p.name)
+        for c in out:
+            if not c.resolve().is_relative_to(self.root):
+                raise DataError(
+                    f"image_path {path!r} leads outside image_root {self.root}: refused"
+                )
+        return out
 
     def load(self, path: str | None) -> np.ndarray | None:
         if path is None:
             return None
-        candidates = [Path(path)]
         if self.root is not None:
-            candidates.insert(0, self.root / Path(path).name)
-        for c in candidates:
-            if c.is_file():
-                from devicerl.data.codec import decode_image
-
-                self.stats.images_found += 1
-                return decode_image(c.read_bytes())
+            for c in self._candidates(path):
+                if c.is_file():
+                    return self._decode(c)
         self.stats.images_missing += 1
         return None
+
+    def _decode(self, file: Path) -> np.ndarray | None:
+        from devicerl.data.codec import decode_image
+
+        try:
+            pixels = decode_image(file.read_bytes())
+        except (DataError, OSError) as e:
+            log.warning("screenshot %s is unreadable (%s): imported without it", file, e)
+            self.stats.images_missing += 1
+            return None
+        self.stats.images_found += 1
+        return pixels
 
 
 def task_name_for(instruction: str, task_names: Mapping[str, str] | None) -> str:
@@ -267,25 +296,35 @@ def import_digirl(
 ) -> ImportStats:
     """Convert DigiRL files into the store at ``store_folder`` (written 64 episodes a shard).
 
-    Episode ids are derived from the file name and position, so importing the same file again
-    skips the episodes the store already holds.
+    Shards are written into a staging folder beside the store and moved in only once every
+    file has converted, so a failure leaves the store as it was. Episode ids are derived from
+    the file name and position, so importing the same file again skips the episodes the store
+    already holds.
     """
     from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 
+    folder = Path(store_folder)
     stats = ImportStats()
     kw = {"codec": codec} if codec else {}
     existing: set[str] = set()
-    if Path(store_folder).is_dir():
-        existing = set(TrajectoryStore(store_folder).index().column("episode_id").to_pylist())
-    with TrajectoryWriter(store_folder, flush_every=64, flush_interval_s=None, **kw) as writer:
-        for path in paths:
-            for traj in iter_digirl(
-                path,
-                image_root=image_root,
-                features=features,
-                task_names=task_names,
-                stats=stats,
-            ):
-                if traj.episode_id not in existing:
-                    writer.append(traj)
+    if folder.is_dir():
+        existing = set(TrajectoryStore(folder).index().column("episode_id").to_pylist())
+    stage = folder.parent / f".{folder.name}.importing-{uuid.uuid4().hex[:8]}"
+    try:
+        with TrajectoryWriter(stage, flush_every=64, flush_interval_s=None, **kw) as writer:
+            for path in paths:
+                for traj in iter_digirl(
+                    path,
+                    image_root=image_root,
+                    features=features,
+                    task_names=task_names,
+                    stats=stats,
+                ):
+                    if traj.episode_id not in existing:
+                        writer.append(traj)
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in sorted(stage.iterdir()):  # manifest-* before shard-*: shards land listed
+            os.replace(f, folder / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
     return stats

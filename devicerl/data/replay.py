@@ -12,12 +12,15 @@ after a restart without saving the episodes twice.
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import DataError
 from devicerl.records import Trajectory
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from devicerl.data.store import TrajectoryStore
@@ -119,9 +122,23 @@ class ReplayBuffer:
             "offline_ids": sorted(self._offline),
         }
 
-    def load_state_dict(self, state: dict[str, Any], store: TrajectoryStore) -> None:
-        """Restore contents from ``store`` (the episodes must be there) and the counters."""
+    def load_state_dict(
+        self, state: dict[str, Any], store: TrajectoryStore, *, strict: bool = True
+    ) -> None:
+        """Restore contents from ``store`` and the counters. The episodes must be there,
+        unless ``strict=False``: then those the store lacks (a shard skipped as corrupt) are
+        left out with a warning."""
         ids = list(state["episode_ids"])
+        if not strict:
+            known = set(store.index().column("episode_id").to_pylist())
+            ids = [e for e in ids if e in known]
+            if len(ids) < len(state["episode_ids"]):
+                logger.warning(
+                    "replay buffer: %d of %d episodes are not readable in %s; restored without",
+                    len(state["episode_ids"]) - len(ids),
+                    len(state["episode_ids"]),
+                    store.folder,
+                )
         trajectories = store.load(ids)
         if len(trajectories) != len(ids):
             raise DataError(

@@ -10,10 +10,16 @@
   exporters such as `devicerl.data.hf.to_hf_dataset`), `compact`.
   A corrupt, partial or foreign shard raises `DataError` naming the file; ``skip_bad=True``
   logs a warning and goes on with the other shards.
+- Content hashes: before a shard is published its size and sha256 go to its writer's
+  ``manifest-<writer id>.jsonl``; a reader checks each shard against it once (per store
+  object) before using it, so same-size corruption (a flipped byte in a screenshot) is found,
+  not decoded into wrong data. Shards written before manifests existed are read unchecked.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
 import queue
@@ -43,15 +49,31 @@ from devicerl.records import Trajectory
 logger = logging.getLogger(__name__)
 
 SHARD_GLOB = "shard-*.parquet"
+MANIFEST_GLOB = "manifest-*.jsonl"
 
 
-def _write_atomic(table: pa.Table, path: Path, fsync: bool) -> None:
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_atomic(table: pa.Table, path: Path, fsync: bool, manifest: Path) -> None:
+    """Temp file, its hash into ``manifest``, then rename: every published shard is listed."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         pq.write_table(table, f, compression="zstd")
         if fsync:
             f.flush()
             os.fsync(f.fileno())
+    entry = {"shard": path.name, "size": tmp.stat().st_size, "sha256": _sha256(tmp)}
+    with open(manifest, "a", encoding="utf-8") as m:
+        m.write(json.dumps(entry) + "\n")
+        if fsync:
+            m.flush()
+            os.fsync(m.fileno())
     os.replace(tmp, path)
     if fsync:
         fd = os.open(path.parent, os.O_RDONLY)
@@ -168,7 +190,7 @@ class TrajectoryWriter:
     def write_table(self, table: pa.Table) -> Path:
         """Write an already-built shard table as this writer's next shard, atomically."""
         path = self.folder / f"shard-{self.writer_id}-{self._seq:06d}.parquet"
-        _write_atomic(table, path, self.fsync)
+        _write_atomic(table, path, self.fsync, self.folder / f"manifest-{self.writer_id}.jsonl")
         self._seq += 1
         self.shards_written.append(path)
         return path
@@ -212,8 +234,12 @@ def _open_shard(path: Path) -> pq.ParquetFile:
     return pf
 
 
-def _read(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
-    pf = _open_shard(path)
+def _read(
+    path: Path, columns: Sequence[str] | None = None, verify: Callable[[Path], None] | None = None
+) -> pa.Table:
+    pf = _open_shard(path)  # first: a foreign or newer shard is named as such
+    if verify is not None:
+        verify(path)
     try:
         return pf.read(columns=list(columns) if columns is not None else None)
     except Exception as e:
@@ -227,12 +253,62 @@ class TrajectoryStore:
         self.folder = Path(folder)
         self.skip_bad = skip_bad
         self.bad_shards: dict[Path, str] = {}
+        self._hashes: dict[str, tuple[int, str]] = {}
+        self._manifests_seen: dict[str, int] = {}
+        self._verified: set[tuple[str, int, int]] = set()
 
     def shards(self) -> list[Path]:
         """Shard files in write order (writer start time, then sequence)."""
         if not self.folder.is_dir():
             return []
         return sorted(self.folder.glob(SHARD_GLOB))
+
+    def _load_manifests(self) -> None:
+        for m in sorted(self.folder.glob(MANIFEST_GLOB)):
+            size = m.stat().st_size
+            if self._manifests_seen.get(m.name) == size:
+                continue
+            self._manifests_seen[m.name] = size
+            for line in m.read_text(encoding="utf-8", errors="replace").splitlines():
+                try:
+                    e = json.loads(line)
+                    self._hashes[str(e["shard"])] = (int(e["size"]), str(e["sha256"]))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line (crash while appending); its shard is unlisted
+
+    def verify(self, path: Path) -> None:
+        """Raise `DataError` when the shard does not match its size and sha256 in the
+        manifest (checked once per store object; unlisted shards pass unchecked)."""
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            raise DataError(f"trajectory shard {path} does not exist") from None
+        key = (path.name, st.st_size, st.st_mtime_ns)
+        if key in self._verified:
+            return
+        if path.name not in self._hashes:
+            self._load_manifests()
+        expected = self._hashes.get(path.name)
+        if expected is not None:
+            if st.st_size != expected[0]:
+                raise DataError(
+                    f"corrupt or partial trajectory shard {path}: {st.st_size} bytes, its "
+                    f"manifest says {expected[0]}"
+                )
+            if _sha256(path) != expected[1]:
+                raise DataError(
+                    f"corrupt or partial trajectory shard {path}: content does not match the "
+                    "sha256 in its manifest"
+                )
+        self._verified.add(key)
+
+    def _check(self, path: Path) -> bool:
+        _open_shard(path)
+        self.verify(path)
+        return True
+
+    def _read(self, path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+        return _read(path, columns, self.verify)
 
     def _guard(self, path: Path, fn: Callable[[], Any]) -> Any:
         try:
@@ -250,7 +326,7 @@ class TrajectoryStore:
         self, columns: Sequence[str] | None = None, where: Callable[[pa.Table], Any] | None = None
     ) -> Iterator[tuple[Path, pa.Table]]:
         for path in self.shards():
-            table = self._guard(path, lambda p=path: _read(p, columns))
+            table = self._guard(path, lambda p=path: self._read(p, columns))
             if table is None:
                 continue
             if where is not None:
@@ -329,7 +405,7 @@ class TrajectoryStore:
         columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
         for name in sorted(by_shard):
             path = self.folder / name
-            table = self._guard(path, lambda p=path: _read(p, columns))
+            table = self._guard(path, lambda p=path: self._read(p, columns))
             if table is None:
                 continue
             table = table.filter(pc.is_in(table.column("episode_id"), pa.array(by_shard[name])))
@@ -356,7 +432,7 @@ class TrajectoryStore:
         group: list[Path] = []
         count = 0
         for path in old:
-            if self._guard(path, lambda p=path: _open_shard(p)) is None:
+            if self._guard(path, lambda p=path: self._check(p)) is None:
                 continue
             group.append(path)
             count += int(pc.sum(_read(path, ["is_final"]).column("is_final")).as_py() or 0)

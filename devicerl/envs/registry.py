@@ -7,8 +7,10 @@ Factories may be given as ``"module:attr"`` strings so optional backends import 
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +67,43 @@ def make(name: str, **kwargs: Any) -> DeviceEnv:
     """Build a device by registry name; a ``suite/task`` name also sets the default task."""
     factory, extra = lookup(name)
     return build(factory, {**extra, **kwargs})
+
+
+def check_options(name: str, kwargs: Mapping[str, Any]) -> None:
+    """Raise `ConfigError` when ``name`` is unknown or its factory takes no option of one of
+    ``kwargs``' names, without building a device (no browser or emulator is started).
+
+    A factory that passes ``**options`` on names where they go in ``forwards_options_to``
+    (a callable or ``"module:attr"``); without it, any option is accepted here.
+    """
+    factory, _ = lookup(name)
+    accepted = _accepted_options(_load(factory))
+    if accepted is None:
+        return
+    unknown = sorted(k for k in kwargs if k not in accepted)
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ConfigError(f"device {name!r} has no option {unknown[0]!r}{hint}")
+
+
+def _accepted_options(fn: Callable[..., Any]) -> set[str] | None:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    names = {
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "task")
+    }
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        target = getattr(fn, "forwards_options_to", None)
+        if target is None:
+            return None
+        more = _accepted_options(_load(target))
+        return None if more is None else names | more
+    return names
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,20 @@ Layout under ``<run>/checkpoints/``::
       rng.safetensors       torch's CPU RNG state
       state.json            trainer state, Python/NumPy RNG states, data pointers, manifest
     latest                  name of the newest complete checkpoint
+    corrupt-iter-000013/    a checkpoint that failed verification, set aside (never loaded)
 
 A checkpoint is written into a temporary folder, fsynced, renamed into place, then ``latest`` is
 replaced atomically (temp + rename). A kill at any moment leaves either the previous or the new
-checkpoint published, never a half-written one. `load_latest` checks the manifest (file sizes)
-and falls back to an older checkpoint, naming the corrupt file, if the newest does not verify.
+checkpoint published, never a half-written one. The manifest in ``state.json`` holds every
+file's size and sha256, and ``state.json`` carries the sha256 of its own content, so any
+corruption (a truncated file, a byte flipped in tensor data) is found before anything is loaded.
+`load_latest` falls back to an older checkpoint, naming the corrupt file, if the newest does not
+verify. ``latest`` always names a published checkpoint: pruning never removes the one it names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -35,6 +40,30 @@ from devicerl.errors import DataError
 log = logging.getLogger(__name__)
 
 LATEST = "latest"
+CORRUPT_PREFIX = "corrupt-"
+_CHUNK = 1 << 20
+
+
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file's content."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _state_digest(state: dict[str, Any]) -> str:
+    """sha256 of the state's canonical JSON (what state.json holds, minus this digest)."""
+    text = json.dumps(state, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _iteration_of(path: Path) -> int:
+    try:
+        return int(path.name.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _fsync_dir(path: Path) -> None:
@@ -112,7 +141,6 @@ class CheckpointManager:
     def __init__(self, root: str | Path, keep: int = 3) -> None:
         self.root = Path(root)
         self.keep = max(1, keep)
-        self.root.mkdir(parents=True, exist_ok=True)
 
     def save(
         self,
@@ -122,6 +150,7 @@ class CheckpointManager:
         state: dict[str, Any],
     ) -> Path:
         """Write and publish checkpoint ``iteration``; returns its folder."""
+        self.root.mkdir(parents=True, exist_ok=True)
         name = f"iter-{iteration:06d}"
         final = self.root / name
         tmp = self.root / f".tmp-{name}-{os.getpid()}"
@@ -135,8 +164,11 @@ class CheckpointManager:
             torch.save(osd, tmp / f"{key}.optim.pt")
         save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
         full_state = dict(state, iteration=iteration, rng=rng_state())
-        manifest = {p.name: p.stat().st_size for p in tmp.iterdir()}
-        full_state["manifest"] = manifest
+        full_state["manifest"] = {
+            p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in tmp.iterdir()
+        }
+        full_state = json.loads(json.dumps(full_state))  # the digest is of what is read back
+        full_state["state_sha256"] = _state_digest(full_state)
         (tmp / "state.json").write_text(json.dumps(full_state, indent=1), encoding="utf-8")
         for p in tmp.iterdir():
             _fsync_file(p)
@@ -146,7 +178,7 @@ class CheckpointManager:
         os.replace(tmp, final)
         _fsync_dir(self.root)
         atomic_write_text(self.root / LATEST, name)
-        self._prune()
+        self._prune(final)
         return final
 
     def _discard(self, path: Path) -> None:
@@ -159,9 +191,20 @@ class CheckpointManager:
         _fsync_dir(self.root)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def _prune(self) -> None:
+    def _prune(self, current: Path) -> None:
+        """Keep ``current`` (what ``latest`` names) and the ``keep - 1`` checkpoints before it.
+
+        Checkpoints of later iterations than ``current`` belong to a branch of the run that was
+        abandoned (a resume from an older checkpoint) and go too.
+        """
         done = self.published()
-        for old in done[: -self.keep]:
+        now = _iteration_of(current)
+        for p in done:
+            if _iteration_of(p) > now:
+                log.warning("removing checkpoint %s: later than the one just written", p)
+                self._discard(p)
+        older = [p for p in done if _iteration_of(p) < now]
+        for old in older[: max(0, len(older) - (self.keep - 1))]:
             self._discard(old)
         for stale in self.root.glob(".tmp-*"):
             if not stale.name.endswith(f"-{os.getpid()}"):
@@ -169,23 +212,43 @@ class CheckpointManager:
 
     def published(self) -> list[Path]:
         """Published checkpoints, oldest first."""
-        return sorted(p for p in self.root.glob("iter-*") if p.is_dir())
+        found = (p for p in self.root.glob("iter-*") if p.is_dir() and _iteration_of(p) >= 0)
+        return sorted(found, key=_iteration_of)
 
     def _verify(self, path: Path) -> dict[str, Any]:
+        """The checkpoint's state once every file matches the manifest (else `DataError`)."""
         state_file = path / "state.json"
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as e:
+            if not isinstance(state, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as e:
             raise DataError(f"checkpoint file {state_file} is unreadable: {e}") from None
-        for fname, size in state.get("manifest", {}).items():
+        digest = state.pop("state_sha256", None)
+        if digest is not None and digest != _state_digest(state):
+            raise DataError(f"checkpoint file {state_file} is corrupt (sha256 mismatch)")
+        manifest = state.get("manifest", {})
+        for fname, entry in manifest.items():
             f = path / fname
-            if not f.exists() or f.stat().st_size != size:
+            if isinstance(entry, int):  # checkpoints written before hashes: sizes only
+                size, sha = entry, None
+            else:
+                size, sha = entry["size"], entry["sha256"]
+            if not f.is_file() or f.stat().st_size != size:
                 raise DataError(f"checkpoint file {f} is missing or truncated")
+            if sha is not None and file_sha256(f) != sha:
+                raise DataError(f"checkpoint file {f} is corrupt (sha256 mismatch)")
         return state
 
     def load(self, path: str | Path) -> Checkpoint:
         path = Path(path)
         state = self._verify(path)
+        manifest = state.get("manifest", {})
+        hashed = any(isinstance(e, dict) for e in manifest.values())
+        unlisted = [f.name for f in path.iterdir() if f.name != "state.json"]
+        unlisted = [n for n in unlisted if hashed and n not in manifest]
+        if unlisted:
+            raise DataError(f"checkpoint file {path / unlisted[0]} is not in its manifest")
         models, optimizers = {}, {}
         for f in path.glob("*.safetensors"):
             if f.name != "rng.safetensors":
@@ -200,18 +263,42 @@ class CheckpointManager:
                 raise DataError(f"checkpoint file {f} is corrupt: {e}") from None
         return Checkpoint(path, int(state["iteration"]), models, optimizers, state)
 
-    def load_latest(self) -> Checkpoint | None:
-        """The newest checkpoint that verifies (None when there is none)."""
+    def load_latest(self, *, set_aside: bool = False) -> Checkpoint | None:
+        """The newest checkpoint that verifies (None when there is none).
+
+        With ``set_aside`` (the run's owner, holding its lock) a checkpoint that fails is
+        renamed ``corrupt-iter-N`` and ``latest`` is pointed at the one loaded instead.
+        """
         candidates = self.published()
         pointer = self.root / LATEST
         if pointer.exists():
-            named = self.root / pointer.read_text(encoding="utf-8").strip()
+            named = self.root / pointer.read_text(encoding="utf-8", errors="replace").strip()
             if named in candidates:
                 candidates.remove(named)
                 candidates.append(named)
+        failed = False
         for path in reversed(candidates):
             try:
-                return self.load(path)
+                ck = self.load(path)
             except DataError as e:
-                log.warning("skipping checkpoint: %s", e)
+                failed = True
+                log.warning("skipping corrupt checkpoint %s: %s", path.name, e)
+                if set_aside:
+                    self._set_aside(path)
+                continue
+            if failed:
+                log.warning("falling back to the previous good checkpoint %s", path.name)
+                if set_aside:
+                    atomic_write_text(pointer, path.name)
+            return ck
         return None
+
+    def _set_aside(self, path: Path) -> None:
+        target = self.root / f"{CORRUPT_PREFIX}{path.name}"
+        n = 1
+        while target.exists():
+            n += 1
+            target = self.root / f"{CORRUPT_PREFIX}{path.name}-{n}"
+        os.replace(path, target)
+        _fsync_dir(self.root)
+        log.warning("set the corrupt checkpoint aside as %s", target)

@@ -9,13 +9,23 @@ RUN/
   tb/               TensorBoard event files
   checkpoints/      iter-<N>/ folders and a `latest` pointer (devicerl.runtime.checkpoint)
   report/           static HTML report written by `devicerl view`
+  .lock             held by the process that runs in the folder (`devicerl.runtime.run_lock`)
 ```
+
+A new run never writes into an existing run: `RunDir.start_new` refuses a folder that exists
+and is not empty (``overwrite=True`` deletes a run folder first), and holds the folder's lock
+for the run's life. Default folder names carry a timestamp (`reserve_run_path`).
 """
 
 from __future__ import annotations
 
+import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from devicerl.errors import RunError
+from devicerl.runtime.run_lock import LOCK_NAME, RunLock
 
 if TYPE_CHECKING:
     from devicerl.data.store import TrajectoryStore, TrajectoryWriter
@@ -35,8 +45,12 @@ class RunDir:
     CHECKPOINTS = "checkpoints"
     REPORT = "report"
 
+    #: Entries whose presence marks a folder as a run folder (`--overwrite` deletes only those).
+    MARKERS = (CONFIG, TRAJECTORIES, METRICS, CHECKPOINTS, LOCK_NAME, "agent", "summary.json")
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._lock: RunLock | None = None
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -70,6 +84,72 @@ class RunDir:
         for p in (self.path, self.trajectories, self.checkpoints):
             p.mkdir(parents=True, exist_ok=True)
         return self
+
+    # -- a new run: never into an existing one ------------------------------------------------
+    def is_run(self) -> bool:
+        """Whether the folder holds anything a run writes."""
+        return any((self.path / m).exists() for m in self.MARKERS)
+
+    def check_new(self, overwrite: bool = False) -> None:
+        """Raise `RunError` unless a new run may start here (writes nothing)."""
+        p = self.path
+        if not p.exists():
+            return
+        if not p.is_dir():
+            raise RunError(f"run folder {p} exists and is not a folder")
+        if all(e.name == LOCK_NAME for e in p.iterdir()):
+            return
+        if not overwrite:
+            raise RunError(
+                f"run folder {p} already exists: continue it with --resume {p}, or start "
+                f"over with --overwrite (deletes it), or choose another --out"
+            )
+        if not self.is_run():
+            raise RunError(f"{p} is not a run folder (no {self.CONFIG}); --overwrite refuses it")
+
+    def start_new(self, overwrite: bool = False) -> RunDir:
+        """Create the folder for a new run and lock it; ``overwrite`` deletes a previous run
+        there first (under the lock, so never a folder another process is using)."""
+        self.check_new(overwrite)
+        try:  # exclusive: of two runs starting together, only one gets a new folder
+            self.path.mkdir(parents=True, exist_ok=self.path.is_dir())
+        except FileExistsError:
+            raise RunError(f"run folder {self.path} was just created by another run") from None
+        self.lock()
+        if not overwrite:
+            try:
+                self.check_new()  # still empty now that we hold it
+            except RunError:
+                self.unlock()
+                raise
+        if overwrite:
+            for entry in self.path.iterdir():
+                if entry.name == LOCK_NAME:
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        return self.create()
+
+    # -- the lock -----------------------------------------------------------------------------
+    @property
+    def locked(self) -> bool:
+        return self._lock is not None and self._lock.held
+
+    def lock(self) -> RunDir:
+        """Hold the folder's lock until `unlock` (or the process ends); `RunError` when another
+        process holds it."""
+        if not self.locked:
+            if not self.path.is_dir():
+                raise RunError(f"run folder {self.path} does not exist")
+            self._lock = RunLock(self.path).acquire()
+        return self
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # -- config -------------------------------------------------------------------------------
     def save_config(self, config: Any) -> Path:
@@ -143,6 +223,21 @@ def _drop_redacted(data: dict[str, Any]) -> dict[str, Any]:
     return {
         k: _drop_redacted(v) if isinstance(v, dict) else v for k, v in data.items() if v != REDACTED
     }
+
+
+def reserve_run_path(prefix: str, root: str | Path = "runs") -> Path:
+    """Create and return a new empty ``root/<prefix>-<YYYYmmdd-HHMMSS>`` folder (suffixed
+    ``-2``, ``-3`` ... when taken): default names never meet an earlier or concurrent run."""
+    base = Path(root) / f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
 
 
 def find_store(path: str | Path) -> Path:

@@ -11,6 +11,8 @@ docs/learning.md for why we drop rather than down-weight, and the measured lag).
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffer as pointers
 into that store, so ``devicerl train --resume RUN_DIR`` continues where the last checkpoint was.
+SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.stop`): the update in progress ends,
+a checkpoint and the agent are written, the devices are closed and `Trainer.stopped` is set.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.learner_setup import make_learner, seed_everything
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.stop import GracefulStop, StopRequested
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.secrets import scrub
 from devicerl.tasks import TaskSampler, resolve
@@ -104,7 +107,7 @@ class Trainer:
         self.learners: LearnerGroup | None = None  # where the learner's updates run
         if self.learner is not None:
             self.learners = make_learner_group(cfg, self.learner, self.actor, group)
-        self.run_dir = run_dir.create()
+        self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
         self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag or None)
         self.state = TrainState()
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
@@ -113,6 +116,7 @@ class Trainer:
         ex = cfg.exploration
         self.exploration = TaskExploration(ex.max, ex.window) if ex.max > 0 else None
         self.eval_result: EvalResult | None = None
+        self.stop = GracefulStop()
         if resume:
             self._restore()
 
@@ -133,9 +137,26 @@ class Trainer:
         return make_runner(self.cfg.judge)
 
     # -- the run ------------------------------------------------------------------------------
+    @property
+    def stopped(self) -> str | None:
+        """The signal's name when a SIGINT / SIGTERM stopped the run early, else None."""
+        return self.stop.name or None
+
     def run(self) -> dict[str, Any]:
+        """Train / evaluate as configured, holding the run folder's lock throughout (taken
+        here unless the caller holds it already; released at the end either way)."""
+        if not self.run_dir.locked:
+            self.run_dir.create().lock()
+        try:
+            with self.stop:
+                return self._run()
+        finally:
+            self.run_dir.unlock()
+
+    def _run(self) -> dict[str, Any]:
         cfg = self.cfg
         t0 = time.perf_counter()
+        self.run_dir.create()
         with (
             # a shard per finished episode (a crash loses only episodes in flight); a
             # checkpoint flushes first, so the replay pointers it saves always resolve
@@ -145,16 +166,21 @@ class Trainer:
             try:
                 if cfg.mode in ("offline", "off2on"):
                     self._offline_phase()
-                if cfg.mode in ("online", "off2on"):
+                if cfg.mode in ("online", "off2on") and not self.stop.requested:
                     self._online_phase()
             finally:
                 if self.learners is not None:
                     self.learners.close()  # other learner processes stop
-            if cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0):
-                self.eval_result = self.evaluate()
-                self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
-        if self.learner is not None:
-            self.actor.save(self.run_dir.path / "agent")
+            if self.learner is not None:  # before evaluating: a failed eval loses no agent
+                self.actor.save(self.run_dir.path / "agent")
+            evaluates = cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0)
+            if evaluates and not self.stop.requested:
+                try:
+                    self.eval_result = self.evaluate()
+                except StopRequested:
+                    log.warning("evaluation stopped by %s: no eval.json", self.stop.name)
+                else:
+                    self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
         summary = self.summary(time.perf_counter() - t0)
         (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
@@ -169,6 +195,8 @@ class Trainer:
             "mean_policy_lag": float(np.mean(self.lags)) if self.lags else None,
             "elapsed_s": elapsed_s,
         }
+        if self.stopped:
+            out["stopped_by"] = self.stopped
         if self.eval_result is not None:
             out["eval"] = self.eval_result.as_dict()
         return out
@@ -187,7 +215,7 @@ class Trainer:
         assert self.learners is not None
         with RateProgress("offline", total=cfg.offline_iterations, unit="iterations") as bar:
             bar.update(self.state.offline_done)
-            while self.state.offline_done < cfg.offline_iterations:
+            while self.state.offline_done < cfg.offline_iterations and not self.stop.requested:
                 metrics = self.learners.update(list(self.replay))
                 self.state.offline_done += 1
                 self.state.iteration += 1
@@ -210,6 +238,8 @@ class Trainer:
     # -- online -------------------------------------------------------------------------------
     def _budget_left(self) -> bool:
         cfg, s = self.cfg, self.state
+        if self.stop.requested:
+            return False
         if cfg.max_iterations and s.iteration >= cfg.max_iterations:
             return False
         return s.env_steps < cfg.env_steps
@@ -275,6 +305,8 @@ class Trainer:
                 successes=s.successes - before[2],
             )
         wait_s = time.perf_counter() - t0
+        if self.stop.requested and len(fresh) < cfg.trajectories_per_iter:
+            return  # stopped while collecting: what arrived is stored and in the replay
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
         # the lag limit holds inside the replay too: nothing this old is ever trained on
@@ -374,6 +406,7 @@ class Trainer:
         if self.cfg.mode == "eval":
             t.extras["phase"] = "eval"
             self.writer.append(t)
+        self.stop.check()  # leaves the evaluation (its devices are closed on the way out)
 
     @staticmethod
     def _eval_metrics(result: EvalResult) -> dict[str, float]:
@@ -405,7 +438,7 @@ class Trainer:
         return self.ckpt.save(self.state.iteration, models, optims, state)
 
     def _restore(self) -> None:
-        ck = self.ckpt.load_latest()
+        ck = self.ckpt.load_latest(set_aside=self.run_dir.locked)
         if ck is None:
             log.warning("no checkpoint in %s: starting from scratch", self.ckpt.root)
             return
@@ -418,7 +451,8 @@ class Trainer:
                     opt.load_state_dict(ck.optimizers[name])
             self.learner.load_state_dict(ck.state.get("learner", {}))
         self.state = TrainState(**ck.state["train"])
-        self.replay.load_state_dict(ck.state["replay"], self.run_dir.store())
+        store = self.run_dir.store(skip_bad=True)  # a corrupt shard costs its episodes only
+        self.replay.load_state_dict(ck.state["replay"], store, strict=False)
         self.recent.extend(ck.state.get("recent", []))
         self.lags = list(ck.state.get("lags", []))
         if self.exploration is not None:

@@ -316,3 +316,6 @@ def make_miniwob_env(
     }
     MiniWoBSuite(**options["miniwob"])  # validate the options now, in one line
     return make_browser(task, task_pages=task_pages, suite_options=options, **browser)
+
+
+make_miniwob_env.forwards_options_to = "devicerl.envs.browser.paged:make_browser"  # type: ignore[attr-defined]

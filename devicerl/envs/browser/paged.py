@@ -86,3 +86,6 @@ def make_browser(task: Task | str | None = None, *, task_pages: int = 0, **optio
     if task_pages:
         return PagedBrowserEnv(task, task_pages=task_pages, **options)
     return BrowserEnv(task, **options)
+
+
+make_browser.forwards_options_to = BrowserEnv  # type: ignore[attr-defined]

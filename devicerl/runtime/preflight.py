@@ -1,0 +1,63 @@
+"""Checks a run's config against the world before anything is written.
+
+`load_config` already checked types and each dataclass's own rules; `check_run_config` adds
+what needs the registries and the file system: the task specs (train and eval: a typo in
+``tasks.eval`` fails at start, not after the training budget), the device name and its
+options, the agent's files and the offline data. It starts no device and writes nothing, so
+a command calls it before it creates or locks a run folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from devicerl.envs.registry import check_options, lookup
+from devicerl.errors import ConfigError, DeviceRLError
+from devicerl.runtime.train_config import TrainConfig
+from devicerl.tasks import resolve
+
+
+def check_run_config(cfg: TrainConfig) -> None:
+    """Raise `ConfigError` (one line naming the key) for anything the run would fail on."""
+    _check_tasks(cfg)
+    try:
+        lookup(cfg.env.name)
+    except ConfigError as e:
+        raise ConfigError(f"env.name: {e}") from None
+    try:
+        check_options(cfg.env.name, cfg.env.kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"env.kwargs: {e}") from None
+    _check_agent(cfg)
+    _check_offline(cfg)
+
+
+def _check_tasks(cfg: TrainConfig) -> None:
+    collects = cfg.mode in ("online", "off2on")
+    evaluates = cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0)
+    specs = []
+    if collects or (evaluates and not cfg.tasks.eval):
+        specs.append(("tasks.train", cfg.tasks.train))
+    if cfg.tasks.eval:
+        specs.append(("tasks.eval", cfg.tasks.eval))
+    for key, spec in specs:
+        try:
+            resolve(spec)
+        except DeviceRLError as e:
+            raise ConfigError(f"{key}: {e}") from None
+
+
+def _check_agent(cfg: TrainConfig) -> None:
+    spec = cfg.agent
+    for key in ("path", "vision_dir"):
+        value = getattr(spec, key)
+        if value and spec.kind in ("small", "autoui") and not Path(value).exists():
+            raise ConfigError(f"agent.{key}: {value} does not exist")
+
+
+def _check_offline(cfg: TrainConfig) -> None:
+    if cfg.mode not in ("offline", "off2on"):
+        return
+    for part in (p.strip() for p in cfg.offline_data.split(",")):
+        if part and not Path(part).exists():
+            raise ConfigError(f"offline_data: {part} does not exist")
