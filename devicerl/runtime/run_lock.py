@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from devicerl.errors import RunError
+from devicerl.secrets import scrub
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ def _write_holder(fd: int) -> None:
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "command": " ".join(["devicerl", *sys.argv[1:]])[:300],
+        "command": scrub(" ".join(["devicerl", *sys.argv[1:]]))[:300],
     }
     os.ftruncate(fd, 0)
     os.lseek(fd, 0, os.SEEK_SET)
