@@ -119,14 +119,14 @@ def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any
 
 
 def _import_into_existing(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
-    """Add the new episodes to an existing run folder (locked; staged by `import_digirl`)."""
+    """Add the new episodes to an existing folder's store (locked; staged by `import_digirl`)."""
     from devicerl.data.digirl_import import import_digirl
     from devicerl.errors import RunError
     from devicerl.runtime.run_dir import RunDir
 
     run = RunDir(out)
-    if not out.is_dir() or (any(out.iterdir()) and not run.is_run()):
-        raise RunError(f"--out {out} exists and is not a run folder")
+    if not out.is_dir():
+        raise RunError(f"--out {out} exists and is not a folder")
     run.lock()
     try:
         return import_digirl(files, run.trajectories, **kwargs)
