@@ -77,8 +77,6 @@ def _train(args: argparse.Namespace, group) -> int:
                 f"--config {args.config} and give changes as KEY=VALUE overrides"
             )
         run_dir = RunDir(args.resume)
-        if not run_dir.config_path.is_file():
-            raise ConfigError(f"--resume {args.resume}: not a run folder (no {RunDir.CONFIG})")
         overrides = [*args.config_set, *args.config_overrides]
         cfg = run_dir.load_config(TrainConfig, overrides)
         if args.print_config:  # what the resumed run would use; nothing is written
