@@ -34,8 +34,16 @@ def _learning_row(results: Path) -> str:
     )
     setting = (
         f"small CPU agent trained online on MiniWoB++ dev, {data['budget']:,} env steps, "
-        f"{len(data['seeds'])} seeds; greedy success, mean (min-max)"
+        f"{len(data['seeds'])} seeds, tuned setup, instances not held out, clickable-only "
+        "random; greedy success, mean (min-max)"
     )
+    held_out = results / name.replace(".json", "-partial.json")
+    if held_out.exists():  # a partial run on held-out test instances (docs/learning.md)
+        budgets = {setup["budget"] for setup in json.loads(held_out.read_text())["setups"].values()}
+        cells += (
+            f"; on held-out test instances only a partial {'/'.join(map(str, sorted(budgets)))}"
+            "-step run exists ([docs/learning.md](docs/learning.md))"
+        )
     return f"| Learning | {setting} | {cells} | `{name}` |"
 
 
