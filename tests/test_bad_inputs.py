@@ -52,7 +52,6 @@ ROWS = [
     train("keep_checkpoints=0", expect="keep_checkpoints=0", id="keep-0-checkpoints"),
     train("replay_capacity=0", expect="replay_capacity=0", id="empty-replay"),
     train("trajectories_per_iter=0", expect="trajectories_per_iter=0", id="k-0"),
-    train("max_policy_lag=0", expect="max_policy_lag=0", id="lag-0"),
     train("tasks.max_steps=0", expect="tasks.max_steps=0", id="max-steps-0"),
     train("eval.n_tasks=0", expect="eval.n_tasks=0", id="eval-no-tasks"),
     train("eval.episodes_per_task=-1", expect="eval.episodes_per_task=-1", id="eval-neg-seeds"),
@@ -107,6 +106,26 @@ ROWS = [
     Row(
         "import-missing", ["import-digirl", "{dir}/nothing.pt", "--out", "{dir}/imp"], "nothing.pt"
     ),
+    Row(
+        "import-not-torch",
+        ["import-digirl", "{dir}/good.pt", "{dir}/garbage.pt", "--out", "{dir}/imp"],
+        "garbage.pt",
+    ),
+    Row(
+        "import-outside-root",
+        ["import-digirl", "{dir}/evil-path.pt", "--out", "{dir}/imp", "image_root={dir}/images"],
+        "outside image_root",
+    ),
+    Row(
+        "import-pickle", ["import-digirl", "{dir}/evil-pickle.pt", "--out", "{dir}/imp"], "refused"
+    ),
+    # -- run folders, task specs, devices and agents: checked before anything is written -------
+    Row("out-exists", ["train", "--out", "{dir}/run", *SYN], "already exists"),
+    train("tasks.eval=synthetic/tpa", expect="tasks.eval", id="eval-task-typo"),
+    train("tasks.train=nosuchsuite", expect="tasks.train", id="train-task-typo"),
+    train("env.name=nosuchdevice", expect="env.name", id="device-unknown"),
+    Row("agent-path", ["eval", "--out", "{dir}/out", *SYN, "agent.path={dir}/none"], "agent.path"),
+    Row("judge-eval-garbage-shard", ["judge-eval", "{dir}/garbage"], "ok"),
     # -- endpoints (a real loopback server that refuses the key) -------------------------------
     Row(
         "judge-401",
@@ -221,7 +240,38 @@ def inputs(tmp_path_factory) -> Path:
     meta = {**(table.schema.metadata or {}), b"devicerl.store_version": b"99"}
     pq.write_table(table.replace_schema_metadata(meta), newer / "zz-newer.parquet")
     (root / "empty").mkdir()
+    _digirl_inputs(root)
     return root
+
+
+class _Evil:
+    def __reduce__(self) -> tuple:
+        return (print, ("executed",))
+
+
+def _digirl_inputs(root: Path) -> None:
+    """DigiRL .pt files: a good one, one that is no torch file, one whose image path leaves
+    its image root, one that would run code when unpickled."""
+    import torch
+
+    def steps(image_path: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "observation": "Previous Actions: Goal: open settings</s>",
+                "next_observation": "Previous Actions: ... Goal: open settings</s>",
+                "image_path": image_path,
+                "task": "open settings",
+                "reward": 0.0,
+                "done": False,
+                "action": 'Action Decision: "action_type": "PRESS_HOME"',
+            }
+        ] * 2
+
+    (root / "images").mkdir()
+    torch.save([steps("/nfs/x_1.png")], root / "good.pt")
+    (root / "garbage.pt").write_bytes(b"this is not a torch file")
+    torch.save([steps("../../../../etc/passwd")], root / "evil-path.pt")
+    torch.save([[_Evil()]], root / "evil-pickle.pt")
 
 
 def snapshot(folder: Path) -> dict[str, str]:
