@@ -1,4 +1,4 @@
-"""A table of bad inputs across config, CLI, tasks, stores, importers and endpoints.
+"""A table of bad inputs across config, CLI, tasks, stores, checkpoints, importers and endpoints.
 
 Each row runs the real command line (`devicerl.cli.main.main`, in this process so the table
 stays fast) in a fresh folder holding the row's inputs. A rejected input must answer with exit
@@ -32,12 +32,23 @@ class Row:
     """``argv`` with ``{dir}`` (the row's folder) and ``{url}`` (a 401 endpoint) filled in;
     ``expect`` is ``"ok"`` or the text the one error line must hold. ``run_folder``: the input
     was valid and the run started (its folder ``out/`` may hold what it did before the error,
-    to resume from); nothing else may change."""
+    to resume from); nothing else may change. ``resumes``: an accepted ``--resume`` of a run
+    whose newest checkpoint is damaged: it must fall back to the older one, set the damaged
+    one aside (every byte kept) and leave the stored episodes as they were."""
 
     id: str
     argv: list[str]
     expect: str
     run_folder: bool = False
+    resumes: bool = False
+
+
+#: Ways to damage the newest checkpoint: (file, how) -> new bytes.
+DAMAGE = {
+    "flipped-byte": ("actor.safetensors", lambda b: b[:-9] + bytes([b[-9] ^ 0xFF]) + b[-8:]),
+    "state-not-json": ("state.json", lambda b: b"{not json" + b[9:]),
+    "truncated-optimizer": ("actor.optim.pt", lambda b: b[: len(b) // 2]),
+}
 
 
 def train(*words: str, expect: str, id: str) -> Row:
@@ -102,6 +113,16 @@ ROWS = [
     Row("view-garbage-shard", ["view", "{dir}/garbage"], "ok"),
     Row("view-newer-shard", ["view", "{dir}/newer"], "ok"),
     Row("judge-eval-empty", ["judge-eval", "{dir}/empty"], "no stored episodes"),
+    # -- checkpoints: the newest of two is damaged (same size or not); resume falls back ---------
+    *(
+        Row(
+            f"ckpt-{name}",
+            ["train", "--resume", f"{{dir}}/ckpt-{name}", "env_steps=45"],
+            "ok",
+            resumes=True,
+        )
+        for name in DAMAGE
+    ),
     # -- importers -----------------------------------------------------------------------------
     Row(
         "import-missing", ["import-digirl", "{dir}/nothing.pt", "--out", "{dir}/imp"], "nothing.pt"
@@ -241,7 +262,21 @@ def inputs(tmp_path_factory) -> Path:
     pq.write_table(table.replace_schema_metadata(meta), newer / "zz-newer.parquet")
     (root / "empty").mkdir()
     _digirl_inputs(root)
+    _checkpoint_inputs(root)
     return root
+
+
+def _checkpoint_inputs(root: Path) -> None:
+    """A short run that keeps two checkpoints, and one copy per way of damaging the newest."""
+    good = root / "ckpt-good"
+    argv = ["train", "--out", str(good), *SYN, "env_steps=40", "trajectories_per_iter=4"]
+    assert main([*argv, "checkpoint_every=1", "keep_checkpoints=2"]) == 0
+    newest = sorted((good / "checkpoints").glob("iter-*"))[-1].name
+    for name, (file, damage) in DAMAGE.items():
+        run = root / f"ckpt-{name}"
+        shutil.copytree(good, run)
+        path = run / "checkpoints" / newest / file
+        path.write_bytes(damage(path.read_bytes()))
 
 
 class _Evil:
@@ -283,7 +318,7 @@ def snapshot(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
-def test_bad_input(row: Row, inputs, endpoint, tmp_path, monkeypatch, capsys) -> None:
+def test_bad_input(row: Row, inputs, endpoint, tmp_path, monkeypatch, capsys, caplog) -> None:
     folder = tmp_path / "row"
     shutil.copytree(inputs, folder)
     monkeypatch.chdir(folder)
@@ -297,6 +332,17 @@ def test_bad_input(row: Row, inputs, endpoint, tmp_path, monkeypatch, capsys) ->
     out, err = capsys.readouterr()
     after = snapshot(folder)
     assert "Traceback" not in err + out and KEY not in err + out
+    if row.resumes:
+        assert code == 0, err
+        warned = caplog.text
+        assert "falling back to the previous good checkpoint" in warned, warned
+        kept = set(after.values())
+        lost = {k for k, v in before.items() if v not in kept}  # set aside, never deleted
+        assert not lost, f"lost: {lost}"
+        run = Path(argv[2]).name
+        shards = {k: v for k, v in before.items() if k.startswith(f"{run}/trajectories/")}
+        assert all(after.get(k) == v for k, v in shards.items() if k.endswith(".parquet"))
+        return
     if row.expect == "ok":
         assert code == 0, err
         lost = {k for k, v in before.items() if after.get(k) != v}
