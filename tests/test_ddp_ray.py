@@ -3,6 +3,9 @@ one update gives the parameters of one process, and a killed learner actor is re
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 from test_ddp import batch
@@ -74,11 +77,16 @@ def test_ray_learner_group_matches_one_process(monkeypatch) -> None:
         expected = parameters(actor, learner)
         assert max((expected[k] - before[k]).abs().max().item() for k in expected) > 1e-3
 
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         cluster.add_node(num_cpus=1)  # one learner actor on each node
         cluster.wait_for_nodes()
         ray.init(
             address=cluster.address,
-            runtime_env={"worker_process_setup_hook": float64_workers},
+            runtime_env={
+                # the hook travels by reference: workers import it from this folder
+                "env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *path])},
+                "worker_process_setup_hook": float64_workers,
+            },
             log_to_driver=False,
         )
         actor2, learner2 = built(cfg)

@@ -138,7 +138,8 @@ class RayBackend(WorkerBackend):
         self.owns_cluster = not ray.is_initialized()
         if self.owns_cluster:
             kwargs = {"include_dashboard": False, "log_to_driver": False, **(init_kwargs or {})}
-            ray.init(address=address, **kwargs)
+            # "local": a cluster of our own, never a stray one left on this machine
+            ray.init(address=address or "local", **kwargs)
         options = {"num_cpus": num_cpus, "max_restarts": 0, **(actor_options or {})}
         self.actor_cls = ray.remote(EnvActor).options(**options)
         self.pending: dict[Any, RayWorker] = {}

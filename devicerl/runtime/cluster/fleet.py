@@ -77,7 +77,7 @@ def connect(address: str, **init_kwargs: Any) -> bool:
     if ray.is_initialized():
         return False
     kwargs = {"include_dashboard": False, "log_to_driver": False, **init_kwargs}
-    ray.init(address=address or None, **kwargs)
+    ray.init(address=address or "local", **kwargs)  # "local": never join a stray cluster
     return True
 
 

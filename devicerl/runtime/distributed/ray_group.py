@@ -91,6 +91,7 @@ class RayLearnerGroup(LearnerGroup):
         if self.owns_ray:
             cluster = getattr(cfg, "cluster", None)
             address = getattr(cluster, "address", None) or os.environ.get("RAY_ADDRESS")
+            address = address or "local"  # our own cluster, never a stray one on this machine
             ray.init(address=address, include_dashboard=False, log_to_driver=False)
         self.encoder = DeltaEncoder()
         self.workers: list[Any] = []
