@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 import numpy as np
+import psutil
 
 from devicerl.actions import Action
 from devicerl.agents import FunctionPolicy, RandomPolicy
@@ -95,3 +96,15 @@ def devicerl_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProces
     return subprocess.run(
         [sys.executable, "-m", "devicerl", *args], capture_output=True, text=True, timeout=timeout
     )
+
+
+def tagged_processes(tag: str) -> list[psutil.Process]:
+    """The live processes started with ``DEVICERL_TEST_TAG=tag`` in their environment."""
+    out = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("DEVICERL_TEST_TAG") == tag:
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from _runs import tagged_processes
 
 from devicerl.runtime.checkpoint import CheckpointManager
 from devicerl.runtime.run_dir import RunDir
@@ -55,19 +56,8 @@ def _launch(args: list[str], tag: str) -> subprocess.Popen:
     )
 
 
-def _tagged(tag: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DEVICERL_TEST_TAG") == tag:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
-
-
 def _kill_all(tag: str) -> int:
-    procs = _tagged(tag)
+    procs = tagged_processes(tag)
     for p in procs:
         with contextlib.suppress(psutil.Error):
             p.kill()  # SIGKILL: launcher and both ranks at once

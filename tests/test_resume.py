@@ -12,8 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
+from _runs import tagged_processes
 
 from devicerl.runtime.checkpoint import CheckpointManager
 
@@ -44,17 +44,6 @@ def _start(cmd: list[str], tag: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def _tagged(tag: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DEVICERL_TEST_TAG") == tag:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def _check_checkpoints(root: Path) -> int:
@@ -103,9 +92,9 @@ def test_kill9_and_resume(tmp_path) -> None:
             progress.append(newest)
         if trials == 1:  # the killed trainer's worker processes must go away by themselves
             deadline = time.monotonic() + 15
-            while _tagged(tag) and time.monotonic() < deadline:
+            while tagged_processes(tag) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            assert not _tagged(tag), "worker processes outlived the killed trainer"
+            assert not tagged_processes(tag), "worker processes outlived the killed trainer"
         resume = None
         if (run / "config.yaml").exists():
             resume = ["train", "--resume", str(run), "env.worker=serial"]
@@ -123,4 +112,4 @@ def test_kill9_and_resume(tmp_path) -> None:
     print("checkpoint iteration after each kill:", progress)
     assert _check_checkpoints(run / "checkpoints") == ITERATIONS
     assert (run / "summary.json").exists()
-    assert not _tagged(tag)
+    assert not tagged_processes(tag)

@@ -18,9 +18,9 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
+from _runs import tagged_processes
 
 from devicerl.errors import RunError
 from devicerl.runtime.checkpoint import CheckpointManager
@@ -85,17 +85,6 @@ def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
     for n in needles:
         assert n in lines[0], lines[0]
     return lines[0]
-
-
-def _tagged(tag: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("DEVICERL_TEST_TAG") == tag:
-                out.append(p)
-        except (psutil.Error, OSError):
-            continue
-    return out
 
 
 def _wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 180) -> None:
@@ -274,9 +263,9 @@ def test_signal_stops_with_checkpoint_and_resume_continues(tmp_path, sig, code) 
     assert ck is not None and ck.iteration == stopped_at  # the work up to the signal is kept
     assert (run / "agent").is_dir() and any((run / "agent").iterdir())
     deadline = time.monotonic() + 20  # the devices were closed, not orphaned
-    while _tagged(tag) and time.monotonic() < deadline:
+    while tagged_processes(tag) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _tagged(tag), "device workers outlived the stopped trainer"
+    assert not tagged_processes(tag), "device workers outlived the stopped trainer"
 
     resumed = _cli(
         "train", "--resume", str(run), "env.worker=serial", f"max_iterations={stopped_at + 2}"
