@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from devicerl.agents.base import ActionSample
+from devicerl.agents.base import ActionSample, Policy
 from devicerl.errors import ConfigError
 from devicerl.league.state import League
 from devicerl.records import Observation
@@ -29,22 +29,26 @@ def group_by_policy(assignments: Mapping[int, str]) -> dict[str, list[int]]:
 
 
 def act_per_policy(
-    league: League,
+    league: League | Mapping[str, Policy],
     observations: Mapping[int, Observation],
     assignments: Mapping[int, str],
     greedy: bool = False,
 ) -> dict[int, ActionSample]:
     """One `act` call per policy over its ready devices; every sample's extras name the policy
-    and its version. A device without an assignment, or assigned a policy that has left the
-    league, is an error naming it (the caller truncates such episodes)."""
+    and its version. ``league`` is the `League` or, in a collector, its acting copies by name.
+    A device without an assignment, or assigned a policy that has left the league, is an error
+    naming it."""
+    policies = (
+        {n: m.policy for n, m in league.members.items()} if isinstance(league, League) else league
+    )
     missing = [i for i in observations if i not in assignments]
     if missing:
         raise ConfigError(f"device {missing[0]}: its episode has no policy")
     out: dict[int, ActionSample] = {}
     for policy, ids in group_by_policy({i: assignments[i] for i in observations}).items():
-        if policy not in league:
+        if policy not in policies:
             raise ConfigError(f"device {ids[0]}: policy {policy!r} is not in the league")
-        acting = league[policy].policy
+        acting = policies[policy]
         samples = acting.act([observations[i] for i in ids], greedy=greedy)
         if len(samples) != len(ids):
             raise ValueError(f"{policy}: {len(samples)} actions for {len(ids)} observations")

@@ -22,7 +22,8 @@ class Ready:
     ``first``), or None when the device has nothing to act on now (it is restarting, retired,
     or out of tasks). ``result`` is the device's last `StepResult` (with ``first``: the step
     that ended the previous episode; None after a failure). ``trajectory`` is the episode that
-    just ended, if any. ``task`` names the task of the new episode (set with ``first``).
+    just ended, if any. ``task`` and ``seed`` name the new episode's task instance (set with
+    ``first``).
     """
 
     env_id: int
@@ -32,6 +33,7 @@ class Ready:
     first: bool = False
     retired: bool = False
     task: str | None = None
+    seed: int | None = None
 
 
 @dataclass

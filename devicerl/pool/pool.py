@@ -408,7 +408,7 @@ class EnvPool:
         last, slot.last = slot.last, None
         ready = Ready(slot.env_id, None, last)
         ready.observation, ready.first = reply.observation, True
-        ready.task = inst.task.name
+        ready.task, ready.seed = inst.task.name, inst.seed
         ready.trajectory, slot.finished = slot.finished, None
         self._out.append(ready)
 

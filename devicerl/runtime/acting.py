@@ -16,7 +16,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devicerl.agents.base import Policy
 from devicerl.errors import DeviceRLError
@@ -24,6 +24,9 @@ from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.collector import Collector
 from devicerl.runtime.exploration import TaskExploration
+
+if TYPE_CHECKING:
+    from devicerl.runtime.league_acting import LeagueActors
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ class BackgroundCollector:
     def __init__(
         self,
         make_pool: Callable[[], EnvPool],
-        policy: Policy,
+        policy: Policy | None,
         mailbox: WeightMailbox,
         *,
         judge: Any = None,
@@ -82,8 +85,12 @@ class BackgroundCollector:
         overlap: bool = True,
         batch: int = 16,
         exploration: TaskExploration | None = None,
+        league: LeagueActors | None = None,
     ) -> None:
+        """``league``: act with a league's policies (``policy`` None; their weights come
+        through `LeagueActors.publish`, and the mailbox only moves versions)."""
         self.make_pool = make_pool
+        self.league = league
         self.exploration = exploration
         self.policy = policy
         self.mailbox = mailbox
@@ -102,7 +109,7 @@ class BackgroundCollector:
 
     def _fresh_policy(self) -> Policy | None:
         item = self.mailbox.take()
-        if item is None:
+        if item is None or self.policy is None:
             return None
         weights, version = item
         if weights is None:
@@ -120,6 +127,7 @@ class BackgroundCollector:
                     policy_source=self._fresh_policy,
                     judge=self.judge,
                     exploration=self.exploration,
+                    league=self.league,
                 )
                 seen_version = self.mailbox.version
                 episodes = collector.collect(None, stop=self.stop_event)

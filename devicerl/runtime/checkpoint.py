@@ -7,6 +7,7 @@ Layout under ``<run>/checkpoints/``::
       <optim>.optim.pt      optimizer state dicts (tensors + numbers; loaded weights_only=True)
       rng.safetensors       torch's CPU RNG state
       state.json            trainer state, Python/NumPy RNG states, data pointers, manifest
+      league/               a league run's state (`devicerl.league.persist`), in the manifest
     latest                  name of the newest complete checkpoint
     corrupt-iter-000013/    a checkpoint that failed verification, set aside (never loaded)
 
@@ -27,6 +28,7 @@ import logging
 import os
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,12 @@ def set_rng_state(state: dict[str, Any], torch_state: torch.Tensor | None) -> No
         torch.set_rng_state(torch_state)
 
 
+def _files(root: Path) -> dict[str, Path]:
+    """Every file under ``root`` by its path relative to it (``a.safetensors``,
+    ``league/league.json``)."""
+    return {p.relative_to(root).as_posix(): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 @dataclass
 class Checkpoint:
     """A loaded checkpoint."""
@@ -148,8 +156,11 @@ class CheckpointManager:
         models: dict[str, dict[str, torch.Tensor]],
         optimizers: dict[str, dict[str, Any]],
         state: dict[str, Any],
+        extra: Callable[[Path], None] | None = None,
     ) -> Path:
-        """Write and publish checkpoint ``iteration``; returns its folder."""
+        """Write and publish checkpoint ``iteration``; returns its folder. ``extra`` writes
+        more files into the unpublished folder (a league's state in a sub-folder); they are in
+        the manifest and published atomically with the rest."""
         self.root.mkdir(parents=True, exist_ok=True)
         name = f"iter-{iteration:06d}"
         final = self.root / name
@@ -163,15 +174,20 @@ class CheckpointManager:
         for key, osd in optimizers.items():
             torch.save(osd, tmp / f"{key}.optim.pt")
         save_file({"torch": torch.get_rng_state()}, str(tmp / "rng.safetensors"))
+        if extra is not None:
+            extra(tmp)
         full_state = dict(state, iteration=iteration, rng=rng_state())
         full_state["manifest"] = {
-            p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in tmp.iterdir()
+            name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
+            for name, p in _files(tmp).items()
         }
         full_state = json.loads(json.dumps(full_state))  # the digest is of what is read back
         full_state["state_sha256"] = _state_digest(full_state)
         (tmp / "state.json").write_text(json.dumps(full_state, indent=1), encoding="utf-8")
-        for p in tmp.iterdir():
+        for p in _files(tmp).values():
             _fsync_file(p)
+        for d in [p for p in tmp.rglob("*") if p.is_dir()]:
+            _fsync_dir(d)
         _fsync_dir(tmp)
         if final.exists():  # a re-run of the same iteration after a resume
             self._discard(final)
@@ -245,7 +261,7 @@ class CheckpointManager:
         state = self._verify(path)
         manifest = state.get("manifest", {})
         hashed = any(isinstance(e, dict) for e in manifest.values())
-        unlisted = [f.name for f in path.iterdir() if f.name != "state.json"]
+        unlisted = [n for n in _files(path) if n != "state.json"]
         unlisted = [n for n in unlisted if hashed and n not in manifest]
         if unlisted:
             raise DataError(f"checkpoint file {path / unlisted[0]} is not in its manifest")

@@ -16,6 +16,11 @@ towards ``n_episodes`` nor in the success rate; keep them out of training.
 With an ``exploration`` (`devicerl.runtime.exploration.TaskExploration`) every episode gets an
 exploration level from its task's recent success, passed to the policy as
 ``observation.extras["explore"]``; every labelled episode is recorded there.
+
+With a ``league`` (`devicerl.runtime.league_acting.LeagueActors`) each new episode is assigned a
+policy, the ready devices' inference is batched per policy (one `act` call each,
+`devicerl.league.acting.act_per_policy`), every step records its policy's version and the
+finished trajectory names its policy in ``extras["policy"]``.
 """
 
 from __future__ import annotations
@@ -25,14 +30,18 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action
 from devicerl.agents.base import Policy, as_policy
 from devicerl.judges import Judged, JudgeRunner, is_labelled
+from devicerl.league.acting import POLICY_KEY, act_per_policy, group_by_policy
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Observation, Trajectory, with_previous_actions
 from devicerl.runtime.exploration import EXPLORE_KEY, TaskExploration
+
+if TYPE_CHECKING:
+    from devicerl.runtime.league_acting import LeagueActors
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
@@ -93,23 +102,29 @@ class CollectorStats:
 
 
 class Collector:
-    """Drives ``pool`` with ``policy`` (a `Policy` or a callable observations -> actions)."""
+    """Drives ``pool`` with ``policy`` (a `Policy` or a callable observations -> actions), or
+    with the policies of a ``league`` (``policy`` None)."""
 
     def __init__(
         self,
         pool: EnvPool,
-        policy: PolicyLike,
+        policy: PolicyLike | None,
         *,
         greedy: bool = False,
         policy_source: Callable[[], PolicyLike | None] | None = None,
         poll_s: float = 0.5,
         judge: JudgeRunner | None = None,
         exploration: TaskExploration | None = None,
+        league: LeagueActors | None = None,
     ) -> None:
         self.pool = pool
+        self.league = league
+        self._policy_of: dict[int, str] = {}  # in a league: the policy of each device's episode
         self.judge = judge
         self.exploration = exploration
-        self.policy = as_policy(policy)
+        if policy is None and league is None:
+            raise ValueError("a collector needs a policy (or a league)")
+        self.policy = as_policy(policy) if policy is not None else None  # type: ignore[assignment]
         self.greedy = greedy
         self.policy_source = policy_source
         self.poll_s = poll_s
@@ -159,6 +174,8 @@ class Collector:
             if r.trajectory is not None and r.env_id in self._explore:
                 # the level every step of this episode acted with, stored with it
                 r.trajectory.extras[EXPLORE_KEY] = self._explore[r.env_id]
+            if r.trajectory is not None and r.trajectory.steps and r.env_id in self._policy_of:
+                r.trajectory.extras[POLICY_KEY] = self._policy_of[r.env_id]
             if r.trajectory is not None and self.judge is not None:
                 self.judge.submit(r.trajectory)  # returns at once; back through poll()
             elif r.trajectory is not None:
@@ -167,6 +184,8 @@ class Collector:
                 self._history[r.env_id] = []
                 if self.exploration is not None:
                     self._explore[r.env_id] = self.exploration.level(r.task)
+                if self.league is not None and r.task is not None:
+                    self._policy_of[r.env_id] = self.league.assign(r.task, r.seed)
             if r.observation is not None:
                 self._waiting[r.env_id] = r.observation
             elif r.env_id in self._waiting:
@@ -180,6 +199,9 @@ class Collector:
             self._act()
 
     def _act(self) -> None:
+        if self.league is not None:
+            self._act_league()
+            return
         policy = self._current_policy()
         ids = list(self._waiting)
         observations = [self._waiting.pop(i) for i in ids]
@@ -201,6 +223,33 @@ class Collector:
         for i, sample in zip(ids, samples):
             self._history.setdefault(i, []).append(getattr(sample, "action", sample))
         self.pool.send(samples, ids, policy_version=policy.version, agent_time_s=dt / len(ids))
+        self.stats.agent_time_s += dt
+        self.stats.actions += len(ids)
+        self.stats.batches += 1
+
+    def _act_league(self) -> None:
+        """One batched `act` per policy over the ready devices, one `send` per policy."""
+        assert self.league is not None
+        policies = self.league.sync(set(self._policy_of.values()))
+        ids = list(self._waiting)
+        observations: dict[int, Observation] = {}
+        for i in ids:
+            obs = self._waiting.pop(i)
+            acting = policies.get(self._policy_of.get(i, ""))
+            if acting is not None and acting.uses_history:
+                obs = with_previous_actions(obs, self._history.setdefault(i, []))
+            if self._explore:
+                obs = replace(obs, extras={**obs.extras, EXPLORE_KEY: self._explore.get(i, 0.0)})
+            observations[i] = obs
+        t0 = time.perf_counter()
+        samples = act_per_policy(policies, observations, self._policy_of, greedy=self.greedy)
+        dt = time.perf_counter() - t0
+        for group in group_by_policy({i: self._policy_of[i] for i in ids}).values():
+            for i in group:
+                self._history.setdefault(i, []).append(samples[i].action)
+            version = int(samples[group[0]].extras["policy_version"])
+            group_samples = [samples[i] for i in group]
+            self.pool.send(group_samples, group, policy_version=version, agent_time_s=dt / len(ids))
         self.stats.agent_time_s += dt
         self.stats.actions += len(ids)
         self.stats.batches += 1

@@ -14,6 +14,7 @@ from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
+from devicerl.league.config import LeagueConfig, PolicySpec, validate_league
 from devicerl.pool.supervisor import SupervisorConfig
 from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
 from devicerl.runtime.distributed.config import LearnerConfig
@@ -98,6 +99,20 @@ class EvalConfig:
         },
     )
     at_end: bool = field(default=True, metadata={"help": "evaluate when training ends"})
+    policy: str = field(
+        default="",
+        metadata={
+            "help": "a league policy to evaluate, by name (empty: the agent, or in a league "
+            "run its generalist)"
+        },
+    )
+    league: str = field(
+        default="",
+        metadata={
+            "help": "run folder (or saved league folder) whose league holds eval.policy "
+            "(empty: this run's own league)"
+        },
+    )
 
 
 @dataclass
@@ -135,6 +150,14 @@ class TrainConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     rollouts: RolloutsConfig = field(default_factory=RolloutsConfig)
+    policies: dict[str, PolicySpec] = field(
+        default_factory=dict,
+        metadata={
+            "help": "named policies of a league run, each with its agent, algo and "
+            "hyperparameters (empty: one policy from agent, algo, digirl; see docs/league.md)"
+        },
+    )
+    league: LeagueConfig = field(default_factory=LeagueConfig)
     trajectories_per_iter: int = field(
         default=16, metadata={"help": "K: new trajectories per iteration", "min": 1}
     )
@@ -188,6 +211,20 @@ class TrainConfig:
         if self.mode != "eval" and self.algo == "none" and self.mode != "online":
             raise ConfigError("algo none only collects: use mode online or eval")
         self.rollouts.check_devices(self.env.worker)
+        if self.policies:
+            self._validate_league()
+
+    def _validate_league(self) -> None:
+        """A league run: cross-references, and what the league does not combine with yet."""
+        validate_league(self.policies, self.league)
+        if self.mode not in ("online", "eval"):
+            raise ConfigError(f"policies: a league trains online only (mode {self.mode})")
+        if self.rollouts.groups > 0:
+            raise ConfigError("policies: a league collects in the trainer (rollouts.groups=0)")
+        if self.learner.num_workers > 1:
+            raise ConfigError(
+                "policies: a league's learners use league.learner_shards, not learner.num_workers"
+            )
 
     @property
     def eval_tasks(self) -> str:

@@ -102,11 +102,8 @@ class Trainer:
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
-        self.actor = cfg.agent.make()
-        self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
         self.learners: LearnerGroup | None = None  # where the learner's updates run
-        if self.learner is not None:
-            self.learners = make_learner_group(cfg, self.learner, self.actor, group)
+        self._build_learning(group)
         self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
         self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag or None)
         self.state = TrainState()
@@ -119,6 +116,31 @@ class Trainer:
         self.stop = GracefulStop()
         if resume:
             self._restore()
+
+    def _build_learning(self, group: GroupInfo | None) -> None:
+        """The acting policy and its learner (a league run builds its policies instead)."""
+        cfg = self.cfg
+        if cfg.mode == "eval" and cfg.eval.policy:
+            self.actor = self._league_policy(cfg.eval.policy)
+        else:
+            self.actor = cfg.agent.make()
+        self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
+        if self.learner is not None:
+            self.learners = make_learner_group(cfg, self.learner, self.actor, group)
+
+    def _league_policy(self, name: str) -> Any:
+        """Policy ``name`` of the saved league in ``eval.league`` (a run or league folder)."""
+        from devicerl.league.persist import STATE, load_league
+
+        if not self.cfg.eval.league:
+            raise ConfigError(f"eval.policy={name}: set eval.league to the run that holds it")
+        root = Path(self.cfg.eval.league)
+        folder = root / "league" if (root / "league" / STATE).exists() else root
+        league, _ = load_league(folder)
+        if name not in league:
+            known = ", ".join(league.members)
+            raise ConfigError(f"eval.policy: no policy {name!r} in {folder} ({known})")
+        return league[name].policy
 
     # -- devices ------------------------------------------------------------------------------
     def make_pool(self, sampler: TaskSampler) -> EnvPool:
@@ -169,10 +191,8 @@ class Trainer:
                 if cfg.mode in ("online", "off2on") and not self.stop.requested:
                     self._online_phase()
             finally:
-                if self.learners is not None:
-                    self.learners.close()  # other learner processes stop
-            if self.learner is not None:  # before evaluating: a failed eval loses no agent
-                self.actor.save(self.run_dir.path / "agent")
+                self._close_learners()
+            self._save_agent()  # before evaluating: a failed eval loses no agent
             evaluates = cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0)
             if evaluates and not self.stop.requested:
                 try:
@@ -184,6 +204,14 @@ class Trainer:
         summary = self.summary(time.perf_counter() - t0)
         (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
+
+    def _close_learners(self) -> None:
+        if self.learners is not None:
+            self.learners.close()  # other learner processes stop
+
+    def _save_agent(self) -> None:
+        if self.learner is not None:
+            self.actor.save(self.run_dir.path / "agent")
 
     def summary(self, elapsed_s: float) -> dict[str, Any]:
         s = self.state

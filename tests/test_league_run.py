@@ -1,0 +1,224 @@
+"""League runs (`devicerl.runtime.league_trainer`): real runs on synthetic devices with small
+real agents: episodes routed by the mapping, a frozen policy that never changes while it acts,
+the generalist learning from a specialist's episodes, policies added and removed mid-run, PBT
+and snapshots, a named policy evaluated, the single-policy path untouched."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from devicerl.config import load_config
+from devicerl.data.store import TrajectoryStore
+from devicerl.errors import ConfigError
+from devicerl.league.persist import load_league
+from devicerl.league.state import weights_hash
+from devicerl.runtime.league_trainer import LeagueTrainer, make_trainer
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "configs" / "league-example.yaml"
+POLICIES = ("generalist", "taps", "frozen")
+#: Fast versions of the example: tiny agents, few updates, in-process devices.
+FAST = [
+    "env.worker=serial",
+    "logging.tensorboard=false",
+    "trajectories_per_iter=8",
+    "eval.at_end=false",
+    "checkpoint_every=2",
+    *(
+        f"policies.{p}.agent.small.{k}={v}"
+        for p in POLICIES
+        for k, v in {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64}.items()
+    ),
+    *(
+        f"policies.{p}.digirl.{k}"
+        for p in ("generalist", "taps")
+        for k in (
+            "actor.updates=2",
+            "actor.batch_size=8",
+            "critic.instruction_updates=1",
+            "critic.step_updates=1",
+        )
+    ),
+]
+#: Each task goes to exactly one policy (no weighted draw), chosen by the mapping.
+BY_TASK = {"synthetic/tap": "taps", "synthetic/type": "generalist", "synthetic/steps": "frozen"}
+MAPPING = [
+    "league.frontier.enabled=false",
+    "league.mapping=[{tasks: synthetic/tap, policy: taps}, {tasks: synthetic/type, policy: "
+    "generalist}, {tasks: synthetic/steps, policy: frozen}]",
+]
+
+
+def _config(*overrides: str) -> TrainConfig:
+    return load_config(TrainConfig, str(EXAMPLE), [*FAST, *overrides])
+
+
+def _trainer(tmp_path: Path, name: str, *overrides: str) -> LeagueTrainer:
+    cfg = _config(*overrides)
+    run = RunDir(tmp_path / name)
+    run.create().save_config(cfg)
+    trainer = make_trainer(cfg, run)
+    assert isinstance(trainer, LeagueTrainer)
+    return trainer
+
+
+def _stored(run: Path) -> list:
+    return TrajectoryStore(run / "trajectories").read_all()
+
+
+def test_episodes_are_routed_by_the_mapping_and_a_frozen_policy_never_changes(tmp_path) -> None:
+    trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=4")
+    frozen = trainer.league["frozen"].policy
+    before = weights_hash(frozen)
+    seen: list[str] = []
+    learner_objects = {n: pl.learner for n, pl in trainer.league_learners.by_name.items()}
+
+    def watch(t: LeagueTrainer) -> None:
+        seen.append(weights_hash(t.league["frozen"].policy))
+        # one copy of the frozen policy: the collector acts with the league's own object
+        assert t.actors is not None and t.actors.policies.get("frozen", frozen) is frozen
+
+    trainer.on_iteration = watch
+    summary = trainer.run()
+    assert summary["iteration"] == 4 and seen == [before] * 4
+    assert weights_hash(trainer.league["frozen"].policy) == before
+    assert set(learner_objects) == {"generalist", "taps"}  # the frozen policy has no learner
+
+    episodes = [t for t in _stored(tmp_path / "run") if t.steps]
+    assert len(episodes) >= 32
+    for t in episodes:  # the acting policy is the mapping's, every time
+        assert t.extras["policy"] == BY_TASK[t.task], (t.task, t.extras)
+    acted = {t.extras["policy"] for t in episodes}
+    assert acted == set(POLICIES)
+    # each step records its policy's version: the frozen one never moves, the others do
+    frozen_versions = {
+        s.policy_version for t in episodes if t.extras["policy"] == "frozen" for s in t.steps
+    }
+    assert frozen_versions == {0}
+    tap_versions = {
+        s.policy_version for t in episodes if t.extras["policy"] == "taps" for s in t.steps
+    }
+    assert max(tap_versions) >= 1 and trainer.league["taps"].policy.version == 4
+
+    # per-policy replays: own episodes, plus the teacher's for the generalist (learn_from)
+    replays = {n: list(pl.replay) for n, pl in trainer.league_learners.by_name.items()}
+    assert {t.extras["policy"] for t in replays["taps"]} == {"taps"}
+    assert {t.extras["policy"] for t in replays["generalist"]} == {"generalist", "taps"}
+    assert not any(t.extras["policy"] == "frozen" for r in replays.values() for t in r)
+
+    # the league table and per-policy metrics come from the run folder
+    league, _ = load_league(tmp_path / "run" / "league")
+    assert league.iteration == 4 and weights_hash(league["frozen"].policy) == before
+    assert league.success.count("frozen", "synthetic/steps") > 0
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    keys = set().union(*rows)
+    assert {"policy/taps/rollout/success_rate", "policy/generalist/train/actor_loss"} <= keys
+    assert (tmp_path / "run" / "agents" / "taps").is_dir()
+
+
+def test_add_and_remove_policies_mid_run(tmp_path) -> None:
+    trainer = _trainer(tmp_path, "run", "max_iterations=6", "league.frontier.enabled=true")
+    spec = trainer.cfg.policies["taps"]
+    marks: dict[str, float] = {}
+
+    def change(t: LeagueTrainer) -> None:
+        it = t.state.iteration
+        if it == 1:  # the frozen policy leaves, a new trainable one takes synthetic/steps
+            t.remove_policy("frozen")
+            late = type(spec)(**{**spec.__dict__, "tasks": "synthetic/steps"})
+            t.add_policy("late", late)
+            marks["added"] = time.time()
+            assert "late" in t.league_learners.by_name and "frozen" not in t.league
+        if it == 4:
+            t.remove_policy("late")
+            marks["removed"] = time.time()
+            assert "late" not in t.league_learners.by_name
+
+    trainer.on_iteration = change
+    trainer.run()
+    episodes = [t for t in _stored(tmp_path / "run") if t.steps]
+    late = [t for t in episodes if t.extras["policy"] == "late"]
+    assert late, "the added policy played no episode"
+    assert min(t.steps[0].started_at for t in late) >= marks["added"]
+    # no episode of a removed policy starts after its removal (in-flight ones may finish)
+    assert all(t.steps[0].started_at < marks["removed"] for t in late)
+    frozen = [t for t in episodes if t.extras["policy"] == "frozen"]
+    assert all(t.steps[0].started_at < marks["added"] for t in frozen)
+    league, _ = load_league(tmp_path / "run" / "league")
+    assert set(league.members) == {"generalist", "taps"}
+    assert league.counters["added"] == 4 and league.counters["removed"] == 2
+    ck = trainer.ckpt.load_latest()
+    assert ck is not None and set(ck.state["league_learners"]) == {"generalist", "taps"}
+
+
+def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) -> None:
+    trainer = _trainer(
+        tmp_path,
+        "run",
+        *MAPPING,
+        "max_iterations=3",
+        "league.pbt.policy=taps",
+        "league.pbt.population=2",
+        "league.pbt.interval=1",
+        "league.snapshot.threshold=0.0",
+        "league.snapshot.window=2",
+    )
+    assert "taps.pbt1" in trainer.league_learners.by_name
+    learners: list[dict] = []
+    trainer.on_iteration = lambda t: learners.append(
+        {n: pl.learner for n, pl in t.league_learners.by_name.items()}
+    )
+    trainer.run()
+    exploits = [h for h in trainer.league.history if h["event"] == "exploit"]
+    assert len(exploits) == 3  # one bottom member per iteration (quantile 0.25 of 2)
+    for event, objects in zip(exploits, learners):
+        target = event["target"]
+        rebuilt = objects[target]
+        # the rebuilt learner trains with the target's new hyperparameters, from a fresh
+        # optimiser (the 'reset' choice), with the donor's critics
+        assert rebuilt.actor_opt.param_groups[0]["lr"] == pytest.approx(
+            event["hparams"]["actor_lr"]
+        )
+        assert rebuilt.actor_config.lr == pytest.approx(event["hparams"]["actor_lr"])
+        assert rebuilt.config.top_p == pytest.approx(event["hparams"]["top_p"])
+        assert not rebuilt.actor_opt.state  # no Adam moments yet
+    snaps = [n for n, m in trainer.league.members.items() if m.snapshot]
+    assert snaps and all(not trainer.league[n].spec.trainable for n in snaps)
+    assert not set(snaps) & set(trainer.league_learners.by_name)
+
+
+def test_a_named_policy_is_evaluated_from_a_league_run(tmp_path) -> None:
+    trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
+    trainer.run()
+    taps = load_league(tmp_path / "run" / "league")[0]["taps"].policy
+    cfg = _config(
+        "mode=eval",
+        "tasks.eval=synthetic/tap",
+        "eval.n_tasks=1",
+        "eval.episodes_per_task=3",
+        "eval.policy=taps",
+        f"eval.league={tmp_path / 'run'}",
+    )
+    evaluator = make_trainer(cfg, RunDir(tmp_path / "eval"))
+    assert type(evaluator) is Trainer and weights_hash(evaluator.actor) == weights_hash(taps)
+    assert evaluator.run()["eval"]["episodes"] == 3
+    bad = _config("mode=eval", "eval.policy=nobody", f"eval.league={tmp_path / 'run'}")
+    with pytest.raises(ConfigError, match="nobody"):
+        make_trainer(bad, RunDir(tmp_path / "never"))
+
+
+def test_single_policy_configs_take_the_unchanged_path(tmp_path) -> None:
+    cfg = load_config(TrainConfig, None, ["env.name=synthetic", "tasks.train=synthetic/tap"])
+    assert cfg.policies == {}
+    assert type(make_trainer(cfg, RunDir(tmp_path / "r"))) is Trainer
+    with pytest.raises(ConfigError, match="online"):
+        load_config(TrainConfig, str(EXAMPLE), ["mode=offline", "offline_data=x"])
+    with pytest.raises(ConfigError, match=r"league\.mapping\[0\]\.policy: unknown policy 'x'"):
+        load_config(TrainConfig, str(EXAMPLE), ["league.mapping=[{policy: x}]"])
