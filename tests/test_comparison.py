@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import replace
 
 import pytest
 
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
-from devicerl.runtime.comparison import SETUPS, compare, config_file, run_config
+from devicerl.runtime.comparison import (
+    SETUPS,
+    _continuable,
+    compare,
+    config_file,
+    run_config,
+    run_one,
+)
 from devicerl.runtime.comparison_report import result_line, t_interval
+from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 
 SYNTHETIC = [
@@ -81,6 +90,45 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
 
     with pytest.raises(ValueError, match="unknown system 'ppo'"):
         compare(tmp_path, systems=("ppo",))
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_continues_from_its_checkpoint(tmp_path, capsys) -> None:
+    """`run_one(resume=True)` (benchmarks/miniwob_suite.py): a run killed half-way continues
+    from its last checkpoint (episodes kept, budget completed), not from scratch; a changed
+    config or a run without a checkpoint starts over."""
+    opts = dict(setup="tuned", suite=None, family=None, eval_episodes=4)
+    extra = [*SYNTHETIC, "checkpoint_every=1", "logging.tensorboard=false"]
+    half = run_config("digirl", 0, budget=40, extra=extra, **opts)
+    full = run_config("digirl", 0, budget=80, extra=extra, **opts)
+    first = run_one("digirl", 0, tmp_path, half, sampled=False)
+    folder = tmp_path / "digirl-s0"
+    # the state a kill at ~40 steps leaves of the 80-step run: its config, a checkpoint, no
+    # summary
+    RunDir(folder).save_config(full)
+    for name in ("summary.json", "eval.json"):
+        (folder / name).unlink()
+    shards = sorted(p.name for p in RunDir(folder).trajectories.rglob("*.parquet"))
+    assert shards and RunDir(folder).checkpoint_manager().published()
+    capsys.readouterr()
+    done = run_one("digirl", 0, tmp_path, full, sampled=False, resume=True)
+    assert "continuing" in capsys.readouterr().out
+    assert first.env_steps >= 40 and done.env_steps >= 80 and done.episodes == 4
+    kept = {p.name for p in RunDir(folder).trajectories.rglob("*.parquet")}
+    assert set(shards) <= kept and len(kept) > len(shards)  # the first half's episodes stay
+    steps = [json.loads(line)["step"] for line in (folder / "metrics.jsonl").open()]
+    assert steps[0] < 40 and steps[-1] >= 80  # one run's metrics, from its start
+
+    again = run_one("digirl", 0, tmp_path, full, sampled=False, resume=True)
+    assert "reusing the finished run" in capsys.readouterr().out  # finished: read, not run
+    assert again.env_steps == done.env_steps
+
+    (folder / "summary.json").unlink()
+    assert _continuable(folder, full, allow_commit_change=False)
+    other = run_config("digirl", 0, budget=80, extra=[*extra, "digirl.lam=0.7"], **opts)
+    assert not _continuable(folder, other, allow_commit_change=False)  # another config
+    shutil.rmtree(RunDir(folder).checkpoints)
+    assert not _continuable(folder, full, allow_commit_change=False)  # nothing to continue
 
 
 def test_setups_come_from_the_config_files() -> None:

@@ -166,22 +166,68 @@ def _finished(
         return None
 
 
+class RunStopped(Exception):
+    """A run was stopped by SIGINT / SIGTERM; its checkpoint lets the same command continue."""
+
+
+def _continuable(folder: Path, cfg: TrainConfig, allow_commit_change: bool) -> bool:
+    """Whether `folder` holds an interrupted run (killed, or stopped by a signal) of the same
+    relevant config and code, with a published checkpoint to continue from."""
+    try:
+        saved = RunDir(folder).load_config(TrainConfig)
+        if _relevant(saved) != _relevant(cfg):
+            return False
+        summary = folder / "summary.json"
+        if summary.exists() and "stopped_by" not in json.loads(summary.read_text("utf-8")):
+            return False  # it ended (a finished run is read by `_finished`)
+        has_checkpoint = bool(RunDir(folder).checkpoint_manager().published())
+        return has_checkpoint and _same_code(folder, allow_commit_change)
+    except Exception:  # missing or unreadable: start it again
+        return False
+
+
 def _train_and_eval(
-    system: str, seed: int, folder: Path, cfg: TrainConfig, reuse: bool, allow: bool
+    system: str,
+    seed: int,
+    folder: Path,
+    cfg: TrainConfig,
+    reuse: bool,
+    allow: bool,
+    resume: bool = False,
 ) -> RunResult:
     from devicerl.runtime.trainer import Trainer
 
     if reuse and (done := _finished(folder, cfg, system, allow)) is not None:
         print(f"== {system} seed {seed}: reusing the finished run in {folder}")
         return done
-    if folder.exists():  # a fresh run: never append to an older run's metrics
-        shutil.rmtree(folder)
-    run_dir = RunDir(folder).create()
-    run_dir.save_config(cfg)
-    t0 = time.time()
-    summary = Trainer(cfg, run_dir).run()
+    run_dir = RunDir(folder)
+    if resume and reuse and _continuable(folder, cfg, allow):
+        print(f"== {system} seed {seed}: continuing {folder} from its last checkpoint")
+        (folder / "summary.json").unlink(missing_ok=True)
+        t0 = run_dir.config_path.stat().st_mtime  # the run's start (config.yaml is kept)
+        run_dir.lock()
+        try:
+            trainer = Trainer(cfg, run_dir, resume=True)
+        except BaseException:
+            run_dir.unlock()
+            raise
+    else:
+        if folder.exists():  # a fresh run: never append to an older run's metrics
+            shutil.rmtree(folder)
+        run_dir.create()
+        run_dir.save_config(cfg)
+        t0 = time.time()
+        trainer = Trainer(cfg, run_dir)
+    summary = trainer.run()
     summary_file = run_dir.path / "summary.json"
     summary_file.write_text(json.dumps({**summary, "started_at": t0}, indent=2))
+    if trainer.stopped:
+        raise RunStopped(
+            f"{system} seed {seed} stopped by {trainer.stopped} in {folder} (checkpoint "
+            "written); the same command continues it"
+            if resume
+            else f"{system} seed {seed} stopped by {trainer.stopped} in {folder}"
+        )
     return _read_result(folder, system, seed)
 
 
@@ -245,13 +291,25 @@ def run_config(
 
 
 def run_one(
-    system: str, seed: int, out: Path, cfg: TrainConfig, reuse: bool = True, allow: bool = False
+    system: str,
+    seed: int,
+    out: Path,
+    cfg: TrainConfig,
+    reuse: bool = True,
+    allow: bool = False,
+    *,
+    sampled: bool = True,
+    resume: bool = False,
 ) -> RunResult:
     """Train (unless a baseline) and evaluate one system with one seed in
-    ``out/<system>-s<seed>``: greedily, then sampling actions (``eval-sampled/``). With
-    `reuse`, a finished run there with the same relevant config and code is read instead."""
+    ``out/<system>-s<seed>``: greedily, then (with `sampled`) sampling actions
+    (``eval-sampled/``). With `reuse`, a finished run there with the same relevant config and
+    code is read instead; with `resume` too, an interrupted one (killed, or stopped by a
+    signal: `RunStopped`) continues from its last checkpoint (set ``checkpoint_every``)."""
     folder = out / f"{system}-s{seed}"
-    result = _train_and_eval(system, seed, folder, cfg, reuse, allow)
+    result = _train_and_eval(system, seed, folder, cfg, reuse, allow, resume)
+    if not sampled:
+        return result
     if cfg.mode == "eval":  # a baseline samples its actions whether greedy or not
         result.success_sampled, result.per_task_sampled = result.success, dict(result.per_task)
     else:

@@ -1,0 +1,472 @@
+"""Full-suite benchmark: one DigiRL run over the 104 MiniWoB++ tasks of Synapse's Table 3,
+beside the published results.
+
+One multi-task training run of the small CPU agent (DigiRL, the `tuned` setup of
+``configs/miniwob-digirl-tuned.yaml``, online from scratch, no demonstrations) with the reach
+heads of docs/agent-actions.md switched on (`HEADS`: taps at any point and drags, page-text
+spans, the character decoder, Enter, screenshot pixel features), over every task of Synapse
+(arXiv 2306.07863) App. A Table 3 (`TABLE3_TASKS`; names our ``miniwob`` package spells
+differently are mapped by `PACKAGE_NAMES`). Tasks our package lacks or the agent cannot reach
+(`devicerl tasks --reach miniwob`) are not trained on, count 0 and are listed with the reason.
+The agent is then evaluated greedily on test instances (a seed range disjoint from training's),
+``--eval-episodes`` per task, and each task's success is printed beside Human, CC-Net, CC-Net
+(BC only), WebN-T5 and the best pre-2022 result ("Others": the best of Shi17 / WGE / QWeb /
+DOM-Q-Net ...), read at run time from the published table (``--published``; the data stays
+outside the repository). ``--out`` gets ``suite.txt``, ``suite.json`` and ``suite.png``;
+the last line printed is
+
+    RESULT suite_mean=X tasks_at_human=N tasks=104 env_steps=N
+
+(unreachable tasks count 0; a task is at human level when its success >= Human's score).
+Interrupted (killed, Ctrl-C, SIGTERM), the same command continues the run from its last
+checkpoint (`devicerl.runtime.comparison.run_one` with ``resume``); a finished run of the same
+config and code is read instead of re-run.
+
+    python benchmarks/miniwob_suite.py --measure 300        # env steps/s on the 104-task mix
+    python benchmarks/miniwob_suite.py --budget 12000 --out runs/miniwob-suite
+    python benchmarks/miniwob_suite.py --quick              # 5 tasks, tiny budget: minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from devicerl.errors import ConfigError
+
+#: Synapse (arXiv 2306.07863), App. A, Table 3: the 104 MiniWoB++ tasks, in its order.
+TABLE3_TASKS: tuple[str, ...] = (
+    "bisect-angle", "book-flight", "chase-circle", "choose-date", "choose-date-easy",
+    "choose-date-medium", "choose-list", "circle-center", "click-button",
+    "click-button-sequence", "click-checkboxes", "click-checkboxes-large",
+    "click-checkboxes-soft", "click-checkboxes-transfer", "click-collapsible",
+    "click-collapsible-2", "click-color", "click-dialog", "click-dialog-2", "click-link",
+    "click-menu", "click-menu-2", "click-option", "click-pie", "click-scroll-list",
+    "click-shades", "click-shape", "click-tab", "click-tab-2", "click-tab-2-easy",
+    "click-tab-2-hard", "click-tab-2-medium", "click-test", "click-test-2",
+    "click-test-transfer", "click-widget", "copy-paste", "copy-paste-2", "count-shape",
+    "count-sides", "drag-box", "drag-cube", "drag-item", "drag-items", "drag-items-grid",
+    "drag-shapes", "drag-sort-numbers", "email-inbox", "email-inbox-delete",
+    "email-inbox-forward", "email-inbox-forward-nl", "email-inbox-forward-nl-turk",
+    "email-inbox-important", "email-inbox-nl-turk", "email-inbox-noscroll",
+    "email-inbox-reply", "email-inbox-star-reply", "enter-date", "enter-password",
+    "enter-text", "enter-text-2", "enter-text-dynamic", "enter-time", "find-midpoint",
+    "find-word", "focus-text", "focus-text-2", "grid-coordinate", "guess-number",
+    "highlight-text", "highlight-text-2", "identify-shape", "login-user", "login-user-popup",
+    "moving-items", "multi-layouts", "multi-orderings", "navigate-tree", "number-checkboxes",
+    "read-table", "read-table-2", "resize-textarea", "right-angle", "scroll-text",
+    "scroll-text-2", "search-engine", "simon-says", "simple-algebra", "simple-arithmetic",
+    "social-media", "social-media-all", "social-media-some", "terminal", "text-editor",
+    "text-transform", "tic-tac-toe", "unicode-test", "use-autocomplete", "use-colorwheel",
+    "use-colorwheel-2", "use-slider", "use-slider-2", "use-spinner", "visual-addition",
+)  # fmt: skip
+
+#: Table 3 names that our ``miniwob`` package spells differently. The original MiniWoB's
+#: ``drag-item`` ("drag an item in a specified direction"; OpenAI Universe's
+#: ``wob.mini.DragItem-v0``) ships in MiniWoB++ as ``drag-circle``, which the MiniWoB++ task
+#: list files under the original tasks with that description.
+PACKAGE_NAMES: dict[str, str] = {"drag-item": "drag-circle"}
+
+#: Published columns printed beside ours: the last is the best pre-2022 method per task.
+COLUMNS: tuple[str, ...] = ("Human", "CC-Net", "CC-Net(BC)", "WebN-T5", "Others")
+BEST_PRE_2022 = "Others"
+#: Where the published table is looked for (relative to the repository and its main checkout).
+PUBLISHED_RELATIVE = Path("../shared/data/miniwob/published_table3.csv")
+
+#: The agent of this benchmark: the tuned setup plus the reach heads (docs/agent-actions.md),
+#: so that every kind of action the suite needs can be expressed. `swipes` stay off (tuned):
+#: a drag scrolls.
+HEADS: tuple[str, ...] = (
+    "agent.small.point_actions=true",  # taps at any point, drags from any point to any point
+    "agent.small.page_text=true",  # type spans of an element's text
+    "agent.small.free_text=true",  # the character decoder with copy (computed text)
+    "agent.small.features.pixels=true",  # per-element and per-cell CNN features
+    "env.kwargs.screenshot=true",  # ... which read the screenshot
+    "agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]",  # Enter (terminal)
+)
+#: Checkpoints often enough that an interrupted run loses little.
+RUN_OPTIONS: tuple[str, ...] = ("checkpoint_every=5",)
+#: --quick: a tap, a pixel, a drag, a computed-text task and one out of reach.
+QUICK_TASKS: tuple[str, ...] = (
+    "click-test", "click-color", "drag-item", "enter-text-2", "chase-circle",
+)  # fmt: skip
+
+
+def package_task(name: str) -> str:
+    """Our task name (``miniwob/...``) of a Table 3 task."""
+    if name not in TABLE3_TASKS:
+        raise ConfigError(f"{name!r} is not a task of Synapse's Table 3")
+    return "miniwob/" + PACKAGE_NAMES.get(name, name)
+
+
+def default_published(repo: Path | None = None) -> Path:
+    """The published table: ``$DEVICERL_MINIWOB_PUBLISHED``, else ``../shared/...`` beside
+    this repository or beside its main checkout (for a git worktree)."""
+    if env := os.environ.get("DEVICERL_MINIWOB_PUBLISHED"):
+        return Path(env)
+    repo = repo or Path(__file__).resolve().parents[1]
+    roots = [repo]
+    try:
+        common = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--path-format=absolute", "--git-common-dir"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        if common:
+            roots.append(Path(common).parent)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for root in roots:
+        if (root / PUBLISHED_RELATIVE).is_file():
+            return (root / PUBLISHED_RELATIVE).resolve()
+    return repo / PUBLISHED_RELATIVE  # missing: `read_published` names it
+
+
+def _score(text: str, where: str) -> float | None:
+    text = text.strip()
+    if text.lower() in ("n/a", "na", "-", ""):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{where}: {text!r} is not a score (a number or n/a)") from None
+    if not -1.0 <= value <= 1.0 or math.isnan(value):
+        raise ConfigError(f"{where}: {value} is outside [-1, 1]")
+    return value
+
+
+def read_published(path: str | Path) -> dict[str, dict[str, float | None]]:
+    """Task -> column -> published score (None: not reported) for every Table 3 task; one-line
+    errors name the file, the line and the culprit."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"published table {path} not found (give it with --published PATH)")
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [c for c in ("task", *COLUMNS) if c not in header]
+        if missing:
+            raise ConfigError(f"{path}: header lacks column(s) {', '.join(missing)}")
+        out: dict[str, dict[str, float | None]] = {}
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            task = (row["task"] or "").strip()
+            if task not in TABLE3_TASKS:
+                raise ConfigError(f"{where}: {task!r} is not a task of Synapse's Table 3")
+            if task in out:
+                raise ConfigError(f"{where}: task {task!r} appears twice")
+            out[task] = {c: _score(row[c] or "", f"{where} column {c}") for c in COLUMNS}
+    if absent := [t for t in TABLE3_TASKS if t not in out]:
+        raise ConfigError(f"{path}: no row for {len(absent)} task(s), e.g. {absent[0]!r}")
+    return out
+
+
+def coverage(tasks: Sequence[str], agent_kinds: Any, ours: Sequence[str]) -> dict[str, str]:
+    """Table 3 task -> why it is out of the run ('' when it is trained and evaluated): our
+    package lacks it, it is outside the AitW action space, or the agent lacks a kind."""
+    from devicerl.tasks.miniwob_reach import NEEDS, reach_rows
+
+    have = set(ours)
+    out: dict[str, str] = {}
+    for task in tasks:
+        name = package_task(task)
+        if name not in have or name.split("/", 1)[1] not in NEEDS:
+            out[task] = f"{name} is not in our MiniWoB++ package"
+            continue
+        row = reach_rows([name], agent_kinds)[0]
+        if row.outside:
+            out[task] = f"outside the AitW action space: {row.outside}"
+        elif row.missing:
+            out[task] = "the agent lacks " + ", ".join(k.value for k in row.missing)
+        else:
+            out[task] = ""
+    return out
+
+
+def suite_rows(
+    tasks: Sequence[str],
+    per_task: Mapping[str, float],
+    episodes: Mapping[str, int],
+    published: Mapping[str, Mapping[str, float | None]],
+    excluded: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """One row per Table 3 task: our success (0 when excluded), the published columns."""
+    rows = []
+    for task in tasks:
+        name = package_task(task)
+        reason = excluded.get(task, "")
+        if not reason and name not in per_task:
+            reason = "not evaluated (the run's evaluation has no episode of it)"
+        rows.append(
+            {
+                "task": task,
+                "package_task": name,
+                "ours": 0.0 if reason else float(per_task[name]),
+                "episodes": 0 if reason else int(episodes.get(name, 0)),
+                "excluded": reason,
+                **{c: published[task][c] for c in COLUMNS},
+            }
+        )
+    return rows
+
+
+def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Our suite mean (excluded tasks count 0), tasks at human level, and each published
+    column's mean over all tasks (not reported = 0) and over the tasks it reports."""
+    n = len(rows)
+    human = [r for r in rows if r["Human"] is not None]
+    out: dict[str, Any] = {
+        "tasks": n,
+        "suite_mean": sum(r["ours"] for r in rows) / n if n else 0.0,
+        "tasks_at_human": sum(r["ours"] >= r["Human"] for r in human),
+        "excluded": sum(bool(r["excluded"]) for r in rows),
+        "columns": {},
+    }
+    for c in COLUMNS:
+        vals = [r[c] for r in rows if r[c] is not None]
+        out["columns"][c] = {
+            "mean_all": sum(vals) / n if n else 0.0,
+            "mean_reported": sum(vals) / len(vals) if vals else None,
+            "reported": len(vals),
+        }
+    return out
+
+
+def _cell(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def _mean_cell(col: Mapping[str, Any], tasks: int) -> str:
+    if not col["reported"]:
+        return "n/a"
+    cell = f"{col['mean_all']:.3f}"
+    if col["reported"] < tasks:  # and the mean over the tasks it reports
+        cell += f" ({col['mean_reported']:.3f} over {col['reported']})"
+    return cell
+
+
+def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:
+    """The per-task table (markdown), its mean row and the excluded tasks with the reason."""
+    head = ["task", "ours", "n", *COLUMNS[:-1], "best pre-2022"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        mark = " *" if r["excluded"] else ""
+        ours = f"{r['ours']:.2f}{mark}"
+        name = r["task"] + (f" ({r['package_task']})" if PACKAGE_NAMES.get(r["task"]) else "")
+        cells = [name, ours, str(r["episodes"]), *(_cell(r[c]) for c in COLUMNS)]
+        lines.append("| " + " | ".join(cells) + " |")
+    cols = summary["columns"]
+    mean_cells = [
+        "**mean**",
+        f"**{summary['suite_mean']:.3f}**",
+        "",
+        *(_mean_cell(cols[c], summary["tasks"]) for c in COLUMNS),
+    ]
+    lines.append("| " + " | ".join(mean_cells) + " |")
+    lines.append("")
+    lines.append(
+        "ours: greedy success on test instances; * = not trained or evaluated, counts 0. "
+        "Published: Human and CC-Net mean scores, the others success rates; a mean in "
+        "brackets is over the tasks that method reports (n/a counts 0 outside them)."
+    )
+    excluded = [r for r in rows if r["excluded"]]
+    if excluded:
+        lines.append(f"excluded ({len(excluded)}, counted 0):")
+        lines += [f"  {r['task']}: {r['excluded']}" for r in excluded]
+    return "\n".join(lines)
+
+
+def result_line(summary: Mapping[str, Any], env_steps: int) -> str:
+    return (
+        f"RESULT suite_mean={summary['suite_mean']:.3f} "
+        f"tasks_at_human={summary['tasks_at_human']} tasks={summary['tasks']} "
+        f"env_steps={env_steps}"
+    )
+
+
+def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
+    """Bars: our success per task; markers: Human, CC-Net, CC-Net (BC), best pre-2022."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    xs = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.2 * len(rows) + 2), 5.0))
+    colours = ["#bbbbbb" if r["excluded"] else "#3b75af" for r in rows]
+    ax.bar(xs, [r["ours"] for r in rows], color=colours, label="ours (grey: excluded, 0)")
+    styles = {"Human": ("k_", 10), "CC-Net": ("r.", 6), "CC-Net(BC)": ("gx", 5)}
+    styles[BEST_PRE_2022] = ("m+", 6)
+    for col, (style, size) in styles.items():
+        pts = [(i, r[col]) for i, r in zip(xs, rows) if r[col] is not None]
+        label = "best pre-2022" if col == BEST_PRE_2022 else col
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, markersize=size, label=label)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([r["task"] for r in rows], rotation=90, fontsize=6)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_ylabel("success (Human, CC-Net: mean score)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def _parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="runs/miniwob-suite")
+    ap.add_argument("--budget", type=int, default=12000, help="training env steps")
+    ap.add_argument("--eval-episodes", type=int, default=20, help="test seeds per task (>= 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tasks", default="", help="comma-separated Table 3 tasks (default: all)")
+    ap.add_argument("--published", default=None, help="published Table 3 CSV")
+    ap.add_argument("--quick", action="store_true", help="5 tasks, 300 env steps, 2 seeds each")
+    ap.add_argument(
+        "--measure",
+        type=int,
+        default=0,
+        metavar="N",
+        help="train N env steps on the mix, no evaluation; print env steps/s and the budget "
+        "that fits --minutes",
+    )
+    ap.add_argument("--minutes", type=float, default=90.0, help="with --measure: time to fit")
+    ap.add_argument("--fresh", action="store_true", help="start over instead of continuing")
+    ap.add_argument(
+        "--allow-commit-change",
+        action="store_true",
+        help="reuse or continue a run made by another commit (recorded in the JSON)",
+    )
+    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
+    args = ap.parse_args()
+    if args.quick:
+        args.tasks = args.tasks or ",".join(QUICK_TASKS)
+        args.budget, args.eval_episodes = 300, 2
+        args.out = args.out if args.out != "runs/miniwob-suite" else "runs/miniwob-suite-quick"
+    elif args.eval_episodes < 20 and not args.measure:
+        print(f"note: --eval-episodes {args.eval_episodes} is below the protocol's 20")
+    return args
+
+
+def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):
+    from devicerl.runtime.comparison import run_config
+
+    return run_config(
+        "digirl",
+        args.seed,
+        setup="tuned",
+        suite=",".join(tasks),
+        family="miniwob",
+        budget=budget,
+        eval_episodes=max(1, args.eval_episodes),
+        split="test",
+        extra=[*HEADS, *RUN_OPTIONS, *extra, *args.overrides],
+    )
+
+
+def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
+    """A short training run on the mix (no evaluation): env steps/s and a budget that fits."""
+    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.trainer import Trainer
+
+    cfg = _config(args, tasks, args.measure, ["eval.at_end=false"])
+    run_dir = RunDir(Path(args.out) / "measure").start_new(overwrite=True)
+    run_dir.save_config(cfg)
+    t0 = time.time()
+    summary = Trainer(cfg, run_dir).run()
+    steps, wall = int(summary["env_steps"]), float(summary["elapsed_s"])
+    rate = steps / wall
+    per_episode = steps / max(1, int(summary["episodes"]))
+    eval_steps = len(tasks) * args.eval_episodes * per_episode
+    budget = max(0, int(rate * args.minutes * 60 - eval_steps))
+    print(
+        f"measured: {steps} env steps in {wall:.0f} s ({time.time() - t0:.0f} s with start-up) "
+        f"= {rate:.2f} env steps/s on {len(tasks)} tasks, {per_episode:.1f} steps/episode; "
+        f"evaluation ~{eval_steps:.0f} steps; budget for {args.minutes:.0f} min: ~{budget}"
+    )
+    print(f"RESULT env_steps_per_s={rate:.3f} tasks={len(tasks)} suggested_budget={budget}")
+
+
+def main() -> int:
+    from devicerl.agents.capabilities import small_agent_kinds
+    from devicerl.runtime.comparison import RunStopped, run_one
+    from devicerl.runtime.provenance import provenance
+    from devicerl.tasks import resolve
+
+    args = _parse()
+    chosen = [t.strip() for t in args.tasks.split(",") if t.strip()] or list(TABLE3_TASKS)
+    for t in chosen:
+        package_task(t)  # an unknown name fails here, naming it
+    published = read_published(args.published or default_published())
+    ours = [t.name for t in resolve("miniwob")]
+    kinds = small_agent_kinds(_config(args, ["miniwob/click-test"], 1, []).agent.small)
+    excluded = {t: why for t, why in coverage(chosen, kinds, ours).items() if why}
+    trained = [package_task(t) for t in chosen if t not in excluded]
+    if args.measure:
+        _measure(args, trained)
+        return 0
+    cfg = _config(args, trained, args.budget, [])
+    out = Path(args.out)
+    started = time.time()
+    try:
+        result = run_one(
+            "digirl",
+            args.seed,
+            out,
+            cfg,
+            reuse=not args.fresh,
+            allow=args.allow_commit_change,
+            sampled=False,
+            resume=True,
+        )
+    except RunStopped as e:
+        print(f"stopped: {e}", file=sys.stderr)
+        return 130
+    eval_file = json.loads((out / f"digirl-s{args.seed}" / "eval.json").read_text("utf-8"))
+    episodes = {k: int(v["episodes"]) for k, v in eval_file["per_task"].items()}
+    rows = suite_rows(chosen, result.per_task, episodes, published, excluded)
+    summary = summarise(rows)
+    header = (
+        f"# MiniWoB++ full suite (Synapse Table 3, {len(chosen)} tasks): DigiRL tuned + reach "
+        f"heads, 1 run, seed {args.seed}, {result.env_steps} training env steps, "
+        f"{args.eval_episodes} test seeds per task, greedy\n"
+        f"# command: python benchmarks/miniwob_suite.py {' '.join(sys.argv[1:])}\n"
+        f"# heads: {' '.join(HEADS)}\n"
+        f"# run: {out / f'digirl-s{args.seed}'} ({result.wall_s:.0f} s training + evaluation;"
+        f" this call {time.time() - started:.0f} s); commit "
+        f"{result.provenance.get('git_commit')}"
+    )
+    text = "\n".join([header, format_table(rows, summary), result_line(summary, result.env_steps)])
+    print(text)
+    (out / "suite.txt").write_text(text + "\n", encoding="utf-8")
+    report = {
+        "command": ["python", "benchmarks/miniwob_suite.py", *sys.argv[1:]],
+        "heads": list(HEADS),
+        "budget": args.budget,
+        "eval_episodes": args.eval_episodes,
+        "env_steps": result.env_steps,
+        "wall_s": result.wall_s,
+        "summary": summary,
+        "rows": rows,
+        "run_provenance": result.provenance,
+        "provenance": provenance(),
+        "result": result_line(summary, result.env_steps),
+    }
+    (out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    plot(rows, out / "suite.png", header.splitlines()[0].lstrip("# "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
