@@ -302,9 +302,10 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
     import matplotlib.pyplot as plt
 
     xs = range(len(rows))
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.2 * len(rows) + 2), 5.0))
-    colours = ["#bbbbbb" if r["excluded"] else "#3b75af" for r in rows]
-    ax.bar(xs, [r["ours"] for r in rows], color=colours, label="ours (grey: excluded, 0)")
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.2 * len(rows) + 2), 5.5), layout="constrained")
+    ax.bar(xs, [r["ours"] for r in rows], color="#3b75af", label="ours (greedy, test seeds)")
+    out = [i for i, r in zip(xs, rows) if r["excluded"]]
+    ax.plot(out, [0.0] * len(out), "v", color="grey", label="ours: out of reach (counts 0)")
     styles = {"Human": ("k_", 10), "CC-Net": ("r.", 6), "CC-Net(BC)": ("gx", 5)}
     styles[BEST_PRE_2022] = ("m+", 6)
     for col, (style, size) in styles.items():
@@ -313,12 +314,12 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, markersize=size, label=label)
     ax.set_xticks(list(xs))
     ax.set_xticklabels([r["task"] for r in rows], rotation=90, fontsize=6)
+    ax.set_xlim(-0.7, len(rows) - 0.3)
     ax.set_ylim(-0.05, 1.05)
-    ax.set_ylabel("success (Human, CC-Net: mean score)")
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.45))
+    ax.set_ylabel("success (Human, CC-Net: mean score)", fontsize=8)
+    ax.legend(fontsize=7, ncol=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
+    fig.suptitle(title, fontsize=9)
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
@@ -419,6 +420,12 @@ def main() -> int:
     cfg = _config(args, trained, args.budget, [])
     out = Path(args.out)
     started = time.time()
+    print(
+        f"== DigiRL tuned + reach heads on {len(trained)} of {len(chosen)} Table 3 tasks "
+        f"({len(excluded)} out of reach, counted 0), {args.budget} env steps, then "
+        f"{args.eval_episodes} test seeds per task; run folder {out / f'digirl-s{args.seed}'}",
+        flush=True,
+    )
     try:
         result = run_one(
             "digirl",
@@ -464,7 +471,12 @@ def main() -> int:
         "result": result_line(summary, result.env_steps),
     }
     (out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    plot(rows, out / "suite.png", header.splitlines()[0].lstrip("# "))
+    title = (
+        f"MiniWoB++, Synapse Table 3 ({len(chosen)} tasks): DigiRL tuned + reach heads, "
+        f"{result.env_steps} env steps, {args.eval_episodes} test seeds per task\n"
+        + result_line(summary, result.env_steps)
+    )
+    plot(rows, out / "suite.png", title)
     return 0
 
 
