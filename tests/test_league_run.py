@@ -222,3 +222,80 @@ def test_single_policy_configs_take_the_unchanged_path(tmp_path) -> None:
         load_config(TrainConfig, str(EXAMPLE), ["mode=offline", "offline_data=x"])
     with pytest.raises(ConfigError, match=r"league\.mapping\[0\]\.policy: unknown policy 'x'"):
         load_config(TrainConfig, str(EXAMPLE), ["league.mapping=[{policy: x}]"])
+
+
+def _start(args: list[str], tag: str):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, DEVICERL_TEST_TAG=tag)
+    return subprocess.Popen(
+        [sys.executable, "-m", "devicerl", *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_mid_run_then_resume_with_league_state_intact(tmp_path) -> None:
+    import random
+    import signal
+    import uuid
+
+    from _runs import tagged_processes
+
+    from devicerl.runtime.checkpoint import CheckpointManager
+
+    run = tmp_path / "run"
+    tag = uuid.uuid4().hex
+    args = [
+        *FAST,
+        "checkpoint_every=1",
+        "max_iterations=7",
+        "league.pbt.policy=taps",
+        "league.pbt.population=2",
+        "league.pbt.interval=2",
+        "league.snapshot.threshold=0.0",
+        "league.snapshot.window=4",
+    ]
+    proc = _start(["train", "--config", str(EXAMPLE), "--out", str(run), *args], tag)
+    latest = run / "checkpoints" / "latest"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if latest.exists() and int(latest.read_text().strip()[5:]) >= 3:
+            break
+        time.sleep(0.1)
+    time.sleep(random.Random(3).uniform(0.0, 1.0))
+    assert proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    ck = CheckpointManager(run / "checkpoints").load_latest()  # verifies every file
+    assert ck is not None and ck.iteration >= 3
+    killed, killed_pbt = load_league(ck.path / "league")  # checks every weights hash
+    assert killed.iteration == ck.iteration and killed_pbt is not None
+    assert set(ck.state["league_learners"]) == set(killed.trainable())
+    frozen_hash = weights_hash(killed["frozen"].policy)
+    episodes = dict(killed.success.episodes)
+
+    proc = _start(["train", "--resume", str(run)], tag)
+    rc = proc.wait(timeout=600)
+    assert rc == 0, proc.stderr.read() if proc.stderr else ""
+    final, final_pbt = load_league(run / "league")
+    assert final.iteration == 7
+    # the resumed run continued the saved league: same history first, counters that only grew
+    assert final.history[: len(killed.history)] == killed.history
+    assert final_pbt is not None and final_pbt.members == killed_pbt.members
+    assert {"generalist", "taps", "taps.pbt1", "frozen"} <= set(final.members)
+    for name, n in episodes.items():
+        if name in final.success.episodes:
+            assert final.success.episodes[name] >= n, name
+    for key, n in killed.counters.items():
+        assert final.counters[key] >= n
+    assert weights_hash(final["frozen"].policy) == frozen_hash
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["iteration"] == 7
+    assert not tagged_processes(tag)

@@ -118,6 +118,7 @@ class LeagueLearners:
         """A PBT exploit: ``target`` took ``donor``'s actor weights and new hyperparameters. Its
         learner is rebuilt with them (fresh optimiser state: the 'reset' choice of
         docs/league.md), its critics copied from the donor's."""
+        self.by_name[donor].group.refresh()  # a shard's critics, into the trainer's copy
         donor_learner = self.by_name[donor].learner
         pl = self.add(target)
         for key, module in pl.learner.modules().items():
