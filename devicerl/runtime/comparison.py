@@ -10,15 +10,18 @@ disjoint from training's and from the validation range used while developing), g
 sampling its actions. The report (`devicerl.runtime.comparison_report`) gives means with
 t-intervals across training seeds, per-task tables and the critics' diagnostics.
 
-Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a short one).
+Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a short one);
+``benchmarks/league.py`` uses its parts: `run_config` with a config file of its own,
+`train_phases` (stop at marks of the budget, evaluate, resume) and `evaluate_agent`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -114,7 +117,8 @@ def _eval_file(folder: Path) -> dict[str, Any]:
     return json.loads((folder / "eval.json").read_text(encoding="utf-8"))
 
 
-def _rates(per_task: dict[str, dict[str, int]]) -> dict[str, float]:
+def task_rates(per_task: dict[str, dict[str, int]]) -> dict[str, float]:
+    """Success rate per task of an ``eval.json``'s ``per_task`` counts."""
     return {k: v["successes"] / v["episodes"] for k, v in per_task.items() if v["episodes"]}
 
 
@@ -130,7 +134,7 @@ def _read_result(folder: Path, system: str, seed: int) -> RunResult:
         env_steps=int(summary["env_steps"]),
         wall_s=float(summary["elapsed_s"]),
         curve=read_curve(folder / "metrics.jsonl", t0),
-        per_task=_rates(_eval_file(folder)["per_task"]),
+        per_task=task_rates(_eval_file(folder)["per_task"]),
         diagnostics=read_diagnostics(folder / "metrics.jsonl"),
         provenance=RunDir(folder).provenance(),
     )
@@ -150,19 +154,31 @@ def _same_code(folder: Path, allow_commit_change: bool) -> bool:
     return False
 
 
+def same_run(folder: Path, cfg: TrainConfig, allow_commit_change: bool = False) -> bool:
+    """Whether the run in `folder` has the same relevant config as `cfg` and came from the
+    same code (finished or not: see `finished`)."""
+    try:
+        saved = RunDir(folder).load_config(TrainConfig)
+    except Exception:  # missing or unreadable: not the same run
+        return False
+    return _relevant(saved) == _relevant(cfg) and _same_code(folder, allow_commit_change)
+
+
+def finished(folder: Path, cfg: TrainConfig, allow_commit_change: bool = False) -> bool:
+    """Whether `folder` holds a finished run of `cfg` made by the same code."""
+    return (folder / "summary.json").exists() and same_run(folder, cfg, allow_commit_change)
+
+
 def _finished(
     folder: Path, cfg: TrainConfig, system: str, allow_commit_change: bool
 ) -> RunResult | None:
     """The result of a finished run in `folder` with the same relevant config and code, else
     None."""
     try:
-        saved = RunDir(folder).load_config(TrainConfig)
-        if _relevant(saved) != _relevant(cfg) or not (folder / "summary.json").exists():
-            return None
-        if not _same_code(folder, allow_commit_change):
+        if not finished(folder, cfg, allow_commit_change):
             return None
         return _read_result(folder, system, cfg.seed)
-    except Exception:  # missing, unfinished or unreadable: simply run again
+    except Exception:  # unfinished or unreadable: simply run again
         return None
 
 
@@ -231,31 +247,96 @@ def _train_and_eval(
     return _read_result(folder, system, seed)
 
 
-def _sampled(folder: Path, cfg: TrainConfig, reuse: bool, allow: bool) -> dict[str, Any]:
-    """Evaluate the run's final agent on the same instances, sampling its actions (T=1)."""
+def evaluate_agent(
+    cfg: TrainConfig,
+    agent_dir: Path,
+    sub: Path,
+    *,
+    greedy: bool,
+    reuse: bool = True,
+    allow: bool = False,
+) -> dict[str, Any]:
+    """Evaluate the saved agent in `agent_dir` on `cfg`'s evaluation instances in the run
+    folder `sub` (``eval.json``: success overall and per task); greedy or sampling its
+    actions (T=1). With `reuse`, an evaluation there newer than the agent, by the same code,
+    is read instead."""
     from devicerl.runtime.trainer import Trainer
 
-    sub = folder / "eval-sampled"
     done = sub / "summary.json"
-    if (
-        reuse
-        and done.exists()
-        and done.stat().st_mtime >= (folder / "summary.json").stat().st_mtime
-        and _same_code(sub, allow)
-    ):
+    saved = max((f.stat().st_mtime for f in agent_dir.iterdir()), default=math.inf)
+    if reuse and done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow):
         return _eval_file(sub)
     if sub.exists():
         shutil.rmtree(sub)
-    scfg = replace(
+    ecfg = replace(
         cfg,
         mode="eval",
-        eval=replace(cfg.eval, greedy=False),
-        agent=replace(cfg.agent, path=str(folder / "agent")),
+        eval=replace(cfg.eval, greedy=greedy),
+        agent=replace(cfg.agent, path=str(agent_dir)),
     )
     run_dir = RunDir(sub).create()
-    run_dir.save_config(scfg)
-    Trainer(scfg, run_dir).run()
+    run_dir.save_config(ecfg)
+    Trainer(ecfg, run_dir).run()
     return _eval_file(sub)
+
+
+def _sampled(folder: Path, cfg: TrainConfig, reuse: bool, allow: bool) -> dict[str, Any]:
+    """Evaluate the run's final agent on the same instances, sampling its actions (T=1)."""
+    sub = folder / "eval-sampled"
+    return evaluate_agent(cfg, folder / "agent", sub, greedy=False, reuse=reuse, allow=allow)
+
+
+def _summary(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+
+
+def train_phases(
+    folder: Path,
+    cfg: TrainConfig,
+    marks: Sequence[int],
+    after: Callable[[int, bool], None],
+    *,
+    reuse: bool = True,
+    allow: bool = False,
+) -> dict[str, Any]:
+    """Train `cfg` in `folder` up to each mark of env steps in turn, resuming from the
+    previous phase's checkpoint, and call ``after(mark, current)`` once each is reached
+    (``current``: the folder still holds the policies as they were at that mark). A finished
+    phase of the same config and code is reused; an unfinished one resumes from its last
+    checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
+    from devicerl.runtime.trainer import Trainer
+
+    phases = [replace(cfg, env_steps=m) for m in marks]
+    done, current = -1, -1  # the last finished phase; the phase whose config is saved
+    if reuse and folder.exists():
+        for i, p in enumerate(phases):
+            if same_run(folder, p, allow):
+                current = i
+                done = i if finished(folder, p, allow) else i - 1
+    for i in range(done + 1):  # reused phases: what followed them is reused too
+        after(marks[i], i == done == current)
+    for i in range(done + 1, len(phases)):
+        run_dir = RunDir(folder)
+        resume = i > 0 or current == 0
+        previous = _summary(folder) if resume and (folder / "summary.json").exists() else {}
+        if not resume:
+            if folder.exists():  # a fresh run: never append to an older run's metrics
+                shutil.rmtree(folder)
+            run_dir.create()
+        run_dir.save_config(phases[i])
+        (folder / "summary.json").unlink(missing_ok=True)
+        print(f"== {folder.name}: training to {marks[i]} env steps", flush=True)
+        t0 = time.time()
+        summary = Trainer(phases[i], run_dir, resume=resume).run()
+        if summary.get("stopped_by"):
+            raise SystemExit(f"stopped by {summary['stopped_by']}: re-run to resume")
+        summary["started_at"] = previous.get("started_at", t0)
+        summary["wall_s"] = previous.get("wall_s", 0.0) + summary["elapsed_s"]
+        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        for stale in marks[i:]:  # policies saved at these marks by an older run
+            shutil.rmtree(folder / f"at-{stale}", ignore_errors=True)
+        after(marks[i], True)
+    return _summary(folder)
 
 
 def run_config(
@@ -269,10 +350,13 @@ def run_config(
     eval_episodes: int = 25,
     split: str = "test",
     extra: Sequence[str] = (),
+    path: str | Path | None = None,
 ) -> TrainConfig:
-    """The resolved config of one (system, seed) run: the setup file, the system's overrides,
-    the suite, budget and evaluation protocol, then `extra`."""
-    path = config_file(system, setup, family) if family else None
+    """The resolved config of one (system, seed) run: the setup file (or `path`, a config
+    file in its place), the system's overrides, the suite, budget and evaluation protocol,
+    then `extra`."""
+    if path is None and family:
+        path = config_file(system, setup, family)
     overrides = [*RUN_OPTIONS, *system_overrides(system)]
     if suite is not None:
         from devicerl.tasks import resolve
@@ -315,7 +399,7 @@ def run_one(
     else:
         sampled = _sampled(folder, cfg, reuse, allow)
         result.success_sampled = float(sampled["success_rate"])
-        result.per_task_sampled = _rates(sampled["per_task"])
+        result.per_task_sampled = task_rates(sampled["per_task"])
     return result
 
 
