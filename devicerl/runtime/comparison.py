@@ -299,12 +299,12 @@ def train_phases(
     reuse: bool = True,
     allow: bool = False,
 ) -> dict[str, Any]:
-    """Train `cfg` in `folder` up to each mark of env steps in turn, resuming from the
-    previous phase's checkpoint, and call ``after(mark, current)`` once each is reached
-    (``current``: the folder still holds the policies as they were at that mark). A finished
-    phase of the same config and code is reused; an unfinished one resumes from its last
-    checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
-    from devicerl.runtime.trainer import Trainer
+    """Train `cfg` (one policy or a league) in `folder` up to each mark of env steps in turn,
+    resuming from the previous phase's checkpoint, and call ``after(mark, current)`` once each
+    is reached (``current``: the folder still holds the policies as they were at that mark). A
+    finished phase of the same config and code is reused; an unfinished one resumes from its
+    last checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
+    from devicerl.runtime.league_trainer import make_trainer
 
     phases = [replace(cfg, env_steps=m) for m in marks]
     done, current = -1, -1  # the last finished phase; the phase whose config is saved
@@ -327,7 +327,7 @@ def train_phases(
         (folder / "summary.json").unlink(missing_ok=True)
         print(f"== {folder.name}: training to {marks[i]} env steps", flush=True)
         t0 = time.time()
-        summary = Trainer(phases[i], run_dir, resume=resume).run()
+        summary = make_trainer(phases[i], run_dir, resume=resume).run()
         if summary.get("stopped_by"):
             raise SystemExit(f"stopped by {summary['stopped_by']}: re-run to resume")
         summary["started_at"] = previous.get("started_at", t0)
