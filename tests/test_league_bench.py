@@ -57,6 +57,10 @@ def test_league_configs_are_the_tuned_setup_with_a_league() -> None:
         assert len(owners) == 1, (task, owners)
     pbt = read_yaml(CONFIGS / "miniwob-league-pbt.yaml")["league"]["pbt"]
     assert pbt == {"policy": "generalist", "population": 4, "interval": 5}
+    for file in ("miniwob-league-dev16.yaml", "miniwob-league-pbt.yaml"):  # as `train` reads it
+        cfg = load_config(TrainConfig, CONFIGS / file, ["policies.generalist.agent.seed=3"])
+        cfg.validate()
+        assert cfg.policies["generalist"].agent.seed == 3 and cfg.league.generalist
 
 
 @pytest.mark.slow
