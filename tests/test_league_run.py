@@ -123,6 +123,22 @@ def test_episodes_are_routed_by_the_mapping_and_a_frozen_policy_never_changes(tm
     assert (tmp_path / "run" / "agents" / "taps").is_dir()
 
 
+def test_the_league_table_is_in_the_run_report_and_the_cli(tmp_path, capsys) -> None:
+    from devicerl.cli.main import main
+    from devicerl.runtime.viewer import ViewConfig, build_report
+
+    trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
+    trainer.run()
+    page = build_report(tmp_path / "run", config=ViewConfig(curves=False)).path.read_text()
+    assert (
+        '<section id="league">' in page and "teacher -&gt; student: taps -&gt; generalist" in page
+    )
+    assert "policy taps, " in page and "policy frozen, " in page  # each episode names its policy
+    assert main(["league", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "league: iteration 2, 3 policies" in out and "frozen f" in out
+
+
 def test_add_and_remove_policies_mid_run(tmp_path) -> None:
     trainer = _trainer(tmp_path, "run", "max_iterations=6", "league.frontier.enabled=true")
     spec = trainer.cfg.policies["taps"]

@@ -100,7 +100,11 @@ def _train(args: argparse.Namespace, group) -> int:
             args, cfg, prefix, lambda r: make_trainer(cfg, r, group=group)
         )
     summary = trainer.run()
-    print(json.dumps({k: v for k, v in summary.items() if k != "eval"}, default=str))
+    print(
+        json.dumps({k: v for k, v in summary.items() if k not in ("eval", "league")}, default=str)
+    )
+    if "league" in summary:
+        print(summary["league"]["table"])
     if trainer.stopped:
         print(
             f"devicerl train: stopped by {trainer.stopped} at iteration {trainer.state.iteration} "

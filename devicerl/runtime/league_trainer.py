@@ -37,6 +37,7 @@ from devicerl.league.state import League
 from devicerl.league.table import league_table
 from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
+from devicerl.runtime.checkpoint import atomic_write_text
 from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.league_acting import LeagueActors, LeagueTaskSampler, published
 from devicerl.runtime.league_learning import LeagueLearners
@@ -278,7 +279,7 @@ class LeagueTrainer(Trainer):
         for name in self.league.trainable():
             self.league[name].policy.save(self.run_dir.path / "agents" / name)
         self.actor.save(self.run_dir.path / "agent")
-        save_league(self.league, self.run_dir.path / LEAGUE_DIR, self.pbt)
+        self._save_league()
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint(self):  # type: ignore[no-untyped-def]
@@ -311,8 +312,15 @@ class LeagueTrainer(Trainer):
             save_league(self.league, folder / LEAGUE_DIR, self.pbt)
 
         path = self.ckpt.save(self.state.iteration, models, optims, state, extra=write_league)
-        save_league(self.league, self.run_dir.path / LEAGUE_DIR, self.pbt)  # for `devicerl league`
+        self._save_league()
         return path
+
+    def _save_league(self) -> None:
+        """The league in ``RUN/league/`` (for ``devicerl league RUN``) and its table as text
+        (for the viewer, which loads no weights)."""
+        folder = self.run_dir.path / LEAGUE_DIR
+        save_league(self.league, folder, self.pbt)
+        atomic_write_text(folder / "table.txt", league_table(self.league) + "\n")
 
     def _restore(self) -> None:
         ck = self.ckpt.load_latest(set_aside=self.run_dir.locked)

@@ -158,9 +158,11 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
         steps += f'<figure class="step final">{final}<figcaption>final</figcaption></figure>'
     cause = f" ({html.escape(t.truncation_cause)})" if t.truncation_cause else ""
     verdict = _kv(t.extras.get("verdict")) if isinstance(t.extras.get("verdict"), dict) else ""
+    policy = t.extras.get("policy")  # a league run: the policy that played it
+    played = f"policy {html.escape(str(policy))}, " if policy else ""
     head = (
         f'<h2><span class="badge {label}">{label}</span>{cause} {html.escape(t.task)} '
-        f"<small>{t.length} steps, reward {t.total_reward:g}, seed {t.seed}, "
+        f"<small>{played}{t.length} steps, reward {t.total_reward:g}, seed {t.seed}, "
         f"episode {t.episode_id[:12]}</small></h2>"
         f'<p class="instr">{html.escape(t.instruction)}</p>{verdict}'
     )
@@ -232,12 +234,19 @@ def build_report(
         success=(wins / len(counted)) if counted else None,
         curves=[p.relative_to(out_dir).as_posix() for p in curves],
         bad=store.bad_shards,
+        league=_league_table(run_dir.path),
     )
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = out_dir / ".index.html.tmp"
     tmp.write_text(scrub(page), encoding="utf-8")  # stores written before the scrubber too
     tmp.replace(out_dir / "index.html")
     return Report(out_dir / "index.html", len(done), len(ids), curves, dict(store.bad_shards))
+
+
+def _league_table(run: Path) -> str:
+    """The league table a league run wrote beside its saved league (empty: not a league)."""
+    path = run / "league" / "table.txt"
+    return path.read_text(encoding="utf-8") if path.is_file() else ""
 
 
 @dataclass
@@ -287,10 +296,15 @@ def _page(
     success: float | None,
     curves: list[str],
     bad: dict[Path, str],
+    league: str = "",
 ) -> str:
     rate = f"{success:.1%}" if success is not None else "n/a"
     bad_html = "".join(f"<li>{html.escape(msg)}</li>" for msg in bad.values())
     bad_html = f'<ul class="bad">skipped shards: {bad_html}</ul>' if bad_html else ""
+    if league:  # a league run: its table above the episodes
+        bad_html += (
+            f'<section id="league"><h2>League</h2><pre>{html.escape(league)}</pre></section>'
+        )
     curve_html = "".join(f'<img src="{html.escape(c)}" alt="{html.escape(c)}">' for c in curves)
     template = string.Template(
         resources.files("devicerl.runtime").joinpath("viewer_template.html").read_text("utf-8")
