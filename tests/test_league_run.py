@@ -208,6 +208,8 @@ def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) ->
     snaps = [n for n, m in trainer.league.members.items() if m.snapshot]
     assert snaps and all(not trainer.league[n].spec.trainable for n in snaps)
     assert not set(snaps) & set(trainer.league_learners.by_name)
+    # no mapping rule sends episodes to a snapshot: the collector holds no copy of one
+    assert trainer.actors is not None and not set(snaps) & set(trainer.actors.policies)
 
 
 def test_a_named_policy_is_evaluated_from_a_league_run(tmp_path) -> None:

@@ -114,10 +114,16 @@ class LeagueTrainer(Trainer):
             raise ConfigError(f"policies.{name}.learn_from: unknown policy {unknown[0]!r}")
         with self.lock:
             self.league.add(name, spec, policy or spec.agent.make(), teachers=spec.learn_from)
-            if spec.trainable or tasks is not None:
-                self.league.add_rule(name, tasks or spec.tasks, weight)
         self.league_learners.sync_members()
-        self._publish()
+        if spec.trainable or tasks is not None:
+            self.add_rule(name, tasks or spec.tasks, weight)
+
+    def add_rule(self, policy: str, tasks: str = "*", weight: float = 1.0) -> None:
+        """Route new episodes of ``tasks`` to ``policy`` too (a snapshot, to gate with fresh
+        episodes). The collector gets its copy before any episode can be assigned to it."""
+        self._publish(include={policy})
+        with self.lock:
+            self.league.add_rule(policy, tasks, weight)
 
     def remove_policy(self, name: str) -> None:
         """Remove a policy now: no new episode goes to it, its learner closes; episodes it is
@@ -128,10 +134,14 @@ class LeagueTrainer(Trainer):
         self._publish()
 
     # -- acting -------------------------------------------------------------------------------
-    def _publish(self) -> None:
-        if self.actors is not None:
-            members = self.league.members.items()
-            self.actors.publish({n: published(m.spec, m.policy) for n, m in members})
+    def _publish(self, include: set[str] | frozenset[str] = frozenset()) -> None:
+        """The collector's roster: the members new episodes can go to (they have a mapping
+        rule) and ``include``; the others (teachers only, snapshots) need no acting copy."""
+        if self.actors is None:
+            return
+        routed = {r.policy for r in self.league.mapping.rules} | set(include)
+        members = [(n, m) for n, m in self.league.members.items() if n in routed]
+        self.actors.publish({n: published(m.spec, m.policy) for n, m in members})
 
     def _collection_source(self) -> CollectionSource:
         cfg = self.cfg
