@@ -17,9 +17,16 @@ episodes.
   learns while every device idles. Measured first, while the groups are paused.
 - node loss: with 4 groups running, one worker node is removed; throughput after it (the lost
   group cannot be placed again: no free slot) is compared with 3/4 of the throughput before.
+  The window starts as soon as the node is gone, while Ray and the fleet notice the loss
+  (Ray's default failure detection, ~15-30 s), and lasts until both the window passed and the
+  fleet closed the lost group: the run must keep its pace through the detection.
   Then a node joins: the waiting group starts there (``join_gain``: throughput after / before).
   Every group appends the id of each episode it ships to a ledger; ``lost_completed`` counts
   shipped complete episodes the learner never received (duplicates are counted too).
+
+The JSON records how long each phase took (``phases_s``: Ray start, groups start, ...) and
+the machine's load average before and after (``load_before``, ``load_after``): the machine
+this runs on may be shared, and ratios are only comparable within one run.
 
 Usage: python benchmarks/cluster_scaling.py [--quick] [--json PATH]
 Last line: RESULT scaling_4nodes=... vs_barrier=... node_loss_kept=... lost_completed=...
@@ -128,11 +135,34 @@ def env_steps(fleet: RolloutFleet) -> float:
     return fleet.stats.get("pool/env_steps", 0.0)
 
 
-def measure(fleet: RolloutFleet, seconds: float) -> dict[str, float]:
+def measure(fleet: RolloutFleet, seconds: float, until=None) -> dict[str, float]:
+    """Env-steps/s over ``seconds`` (and, with ``until``, at least until it returns True)."""
     s0, t0 = env_steps(fleet), time.perf_counter()
     time.sleep(seconds)
+    deadline = time.monotonic() + 120
+    while until is not None and not until():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
     s1, t1 = env_steps(fleet), time.perf_counter()
     return {"steps": s1 - s0, "seconds": t1 - t0, "steps_per_s": (s1 - s0) / (t1 - t0)}
+
+
+class Phases:
+    """Wall time of each phase of the benchmark (where its minutes go)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.t = time.perf_counter()
+
+    def done(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(now - self.t, 2)
+        self.t = now
+        print(f"  [{name}: {self.seconds[name]:.1f}s]", flush=True)
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def set_active(fleet: RolloutFleet, n: int) -> None:
@@ -216,15 +246,22 @@ def main() -> int:
     window = args.window or (8.0 if args.quick else 40.0)
     settle = 2 * 60.0 / args.scale  # twice the longest normal reset: bursts after a pause end
     t_start = time.perf_counter()
+    load_before = load()
+    print(f"load average before: {load_before}", flush=True)
+    if load_before[0] > 4:
+        print(f"note: load {load_before[0]:.1f} > 4: this machine is busy", flush=True)
+    phases = Phases()
     ledger = Path(tempfile.mkdtemp(prefix="cluster-scaling-")) / "ledger.tsv"
     local = LocalCluster(nodes=NODES, cpus_per_node=1.0).start()
     import ray
 
     ray.init(address=local.address, log_to_driver=False)
+    phases.done("ray_start")
     result: dict[str, Any] = {
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "commit": git_commit(),
-        "machine": f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}",
+        "machine": f"{platform.node()} {os.cpu_count()} CPUs",
+        "load_before": load_before,
         "scale": args.scale,
         "devices_per_node": args.devices,
         "learn_s": args.learn_s,
@@ -238,9 +275,11 @@ def main() -> int:
         while len(fleet.placement()) < NODES or None in fleet.placement().values():
             time.sleep(0.2)
         set_active(fleet, 0)  # first, the same 4 nodes run DigiRL's rhythm
+        phases.done("groups_start")
         barrier = bench_barrier(ray, args, window)
         print(f"barrier, {NODES} nodes: {barrier['steps_per_s']:.1f} env-steps/s", flush=True)
         result["barrier"] = barrier
+        phases.done("barrier")
         learner.thread.start()
         ours = {}
         for n in (1, 2, NODES):
@@ -253,30 +292,44 @@ def main() -> int:
                 f"(ideal {ours[n]['ideal']:.1f})",
                 flush=True,
             )
+            phases.done(f"ours_{n}")
         result["ours"] = ours
         before = ours[NODES]  # node loss: the 4 groups go on running
         victim = local.cluster.list_all_nodes()[-1]
         local.cluster.remove_node(victim, allow_graceful=False)
-        deadline = time.monotonic() + 60
-        while fleet.counters["node_lost_groups"] + fleet.counters["group_lost_groups"] < 1:
-            assert time.monotonic() < deadline, "the lost node was never noticed"
-            time.sleep(0.1)
-        time.sleep(settle)
-        after = measure(fleet, window)
+        removed = time.perf_counter()
+        noticed: list[float] = []
+
+        def lost_noticed() -> bool:
+            if (
+                not noticed
+                and fleet.counters["node_lost_groups"] + fleet.counters["group_lost_groups"]
+            ):
+                noticed.append(time.perf_counter() - removed)
+            return bool(noticed)
+
+        # the lost group's last steps are counted once its last reply is in: start after it
+        time.sleep(2 * cfg.rollouts.poll_s)
+        after = measure(fleet, window, until=lost_noticed)
+        after["noticed_after_s"] = noticed[0]
         print(
-            f"node loss: {before['steps_per_s']:.1f} -> {after['steps_per_s']:.1f} env-steps/s",
+            f"node loss: {before['steps_per_s']:.1f} -> {after['steps_per_s']:.1f} env-steps/s "
+            f"(noticed after {noticed[0]:.1f}s, window {after['seconds']:.1f}s)",
             flush=True,
         )
         result["node_loss"] = {"before": before, "after": after}
+        phases.done("node_loss")
         joined = join(local, fleet, settle, window)
         print(f"node joined: {joined.get('steps_per_s', joined)} env-steps/s", flush=True)
         result["node_joined"] = joined
+        phases.done("node_join")
     finally:
         learner.stop.set()
         learner.thread.join(10)
         fleet.stop()  # takes the groups' last shipments
         ray.shutdown()
         local.shutdown()
+        phases.done("shutdown")
     shipped = [line.split("\t") for line in ledger.read_text().splitlines() if line]
     complete = {r[0] for r in shipped if r[1] != "truncated"}
     lost_completed = len(complete - fleet.seen)  # shipped complete, never arrived
@@ -286,7 +339,8 @@ def main() -> int:
     kept = after["steps_per_s"] / (0.75 * before["steps_per_s"])
     result.update(
         join_gain=joined["steps_per_s"] / after["steps_per_s"] if "error" not in joined else None,
-        load_at_end=os.getloadavg()[0],
+        load_after=load(),
+        phases_s=phases.seconds,
         scaling_4nodes=scaling,
         vs_barrier=vs_barrier,
         node_loss_kept=kept,
@@ -299,7 +353,11 @@ def main() -> int:
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
-    print(f"total {result['total_s']:.0f}s, latencies / {args.scale:g}")
+    print(
+        f"total {result['total_s']:.0f}s, latencies / {args.scale:g}; load average before "
+        f"{load_before}, after {result['load_after']}"
+        + (" (busy machine: load > 4)" if max(load_before[0], result["load_after"][0]) > 4 else "")
+    )
     print(
         f"RESULT scaling_4nodes={scaling:.3f} vs_barrier={vs_barrier:.2f} "
         f"node_loss_kept={kept:.3f} lost_completed={lost_completed}"

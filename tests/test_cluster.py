@@ -156,6 +156,82 @@ def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path)
     assert result["version"] > 1 and trainer.state.iteration == result["version"]
 
 
+def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_path: Path) -> None:
+    """A VLM judge that does not answer while node a runs: its finished episodes wait for a
+    verdict when the node is removed. They left the node before judging, so the learner judges
+    them itself once the judge answers again, and stores each once (not truncated); the run
+    goes on with a group on node b."""
+    from judge_helpers import verdict_text
+
+    from devicerl.runtime.cluster.verdicts import RESCUED_KEY
+    from devicerl.runtime.trainer import Trainer
+    from devicerl.testing.chat_server import Reply, ScriptedChatServer
+
+    gate = threading.Event()
+
+    def respond(body: dict) -> Reply:
+        gate.wait(120)  # verdicts stay pending until node a is gone
+        return Reply(verdict_text(True))
+
+    a = _add(cluster, "node_a")
+    ledger = tmp_path / "ledger.tsv"
+    with ScriptedChatServer(respond) as srv:
+        cfg = _config(
+            tmp_path,
+            1,
+            300,
+            f"cluster.address={cluster.address}",
+            "env.kwargs={render: true, screen: [64, 64], step_latency: 0.03, reset_latency: 0.05}",
+            "judge.kind=vlm",
+            "judge.chat.model=judge-model",
+            f"judge.chat.base_url={srv.base_url}",
+            "judge.chat.max_retries=0",
+        )
+        trainer = Trainer(cfg, RunDir(tmp_path / "run"))
+        result: dict = {}
+        thread = threading.Thread(target=lambda: result.update(trainer.run()), daemon=True)
+        thread.start()
+
+        def awaiting_on_a() -> set[str]:
+            rows = _ledger(ledger)
+            judged = {e for e, reason, _, _ in rows if reason != "awaiting_verdict"}
+            return {
+                e for e, reason, _, n in rows if reason == "awaiting_verdict" and n == a.node_id
+            } - judged
+
+        _wait(lambda: len(awaiting_on_a()) >= 4, "finished episodes awaiting a verdict on a")
+        orphans = awaiting_on_a()
+        time.sleep(1.0)  # their shipments reach the learner (pulls take milliseconds)
+        cluster.cluster.remove_node(a, allow_graceful=False)  # verdicts still pending there
+        b = _add(cluster, "node_b")
+        # a group on b means the learner took a's for lost (its process may outlive its raylet
+        # for a while, still able to answer): only now does the judge answer again
+        _wait(lambda: any(n == b.node_id for *_, n in _ledger(ledger)), "a group on b")
+        gate.set()
+        thread.join(180)
+        assert not thread.is_alive() and result, "the run did not complete"
+
+    counts, stored = _stored(tmp_path / "run")
+    assert max(counts.values()) == 1, [e for e, n in counts.items() if n > 1]  # exactly once
+    shipped = {e for e, *_ in _ledger(ledger)}
+    assert shipped <= set(stored)  # everything that left a group is stored
+    assert any(node == b.node_id for *_, node in stored.values())  # the run went on on b
+    import json
+
+    rows = {}
+    for shard in sorted((tmp_path / "run" / "trajectories").glob("*.parquet")):
+        cols = ["episode_id", "is_final", "episode_extras", "success"]
+        for row in pq.ParquetFile(shard).read(columns=cols).to_pylist():
+            if row["is_final"]:
+                rows[row["episode_id"]] = row
+    for e in orphans:  # finished on the lost node before their verdict: judged by the learner
+        reason, cause, node = stored[e]
+        extras = json.loads(rows[e]["episode_extras"])
+        assert node == a.node_id and cause is None and reason == "success", (e, stored[e])
+        assert extras[RESCUED_KEY] == "node_lost" and extras["verdict"]["label"] == "success"
+    assert trainer.state.unlabelled == 0
+
+
 def test_cluster_up_local_starts_nodes_with_group_slots(monkeypatch) -> None:
     """``devicerl cluster up --local 1`` prints an address a run can join, with one
     rollout-group slot per worker node, and stops on Ctrl-C."""

@@ -8,9 +8,10 @@ interface as the in-process `BackgroundCollector` (`get`, `publish`, `stats`, `s
 - Weights: one ``ray.put`` per published version; every group gets the same object ref.
 - Exactly once: episode ids are deduplicated on arrival (a group ships an episode only once it
   ended, and may ship it early from its pool).
-- A lost group (its node removed, its process killed): the episodes it last reported running
-  become truncated ``node_lost`` (``group_lost`` when its node is still up), and a new group
-  takes its place where resources allow.
+- A lost group (its node removed, its process killed): the episodes it reported running and
+  never shipped become truncated ``node_lost`` (``group_lost`` when its node is still up), the
+  finished ones it shipped before their verdict are judged here (`verdicts.Rescue`), and a new
+  group takes its place where resources allow.
 - Backpressure: groups pause while ``max_ahead`` episodes wait unconsumed here, so data stays
   fresh (the trainer's ``max_policy_lag`` drops what is still too old on arrival).
 """
@@ -36,6 +37,7 @@ from devicerl.runtime.cluster.group import (
     Shipment,
     _Weights,
 )
+from devicerl.runtime.cluster.verdicts import Rescue, detached, unlabelled
 
 if TYPE_CHECKING:
     from devicerl.runtime.train_config import TrainConfig
@@ -62,7 +64,8 @@ class _Member:
     actor: Any
     pull: Any = None  # the pull in flight
     node_id: str | None = None
-    running: list[EpisodeHeader] = field(default_factory=list)
+    #: episodes it reported running that have not arrived here yet (in any form)
+    running: dict[str, EpisodeHeader] = field(default_factory=dict)
     stats: dict[str, float] = field(default_factory=dict)
     paused: bool = False
     retry_at: float = 0.0  # no pull before (after the actor was unreachable)
@@ -113,6 +116,10 @@ class RolloutFleet:
             self.publish(weights, version)
         self._out: deque[Trajectory] = deque()
         self.seen: set[str] = set()  #: ids of every episode that arrived (or was closed lost)
+        #: finished episodes shipped before their verdict: id -> (group, incarnation), episode
+        self._awaiting: dict[str, tuple[tuple[int, int], Trajectory]] = {}
+        self._rescue = Rescue(cfg.judge)
+        self._rescuing: dict[str, Trajectory] = {}  # judged here: their group was lost
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.error: BaseException | None = None
@@ -161,6 +168,8 @@ class RolloutFleet:
             out["cluster/groups_alive"] = float(sum(m.node_id is not None for m in live))
             out["cluster/nodes"] = float(len({m.node_id for m in live if m.node_id}))
             out["cluster/queued"] = float(len(self._out))
+            out["cluster/awaiting_verdict"] = float(len(self._awaiting))
+            out["cluster/rescue_pending"] = float(len(self._rescuing))
             for k, v in self.counters.items():
                 out[f"cluster/{k}"] = float(v)
         return out
@@ -190,9 +199,38 @@ class RolloutFleet:
         self._members.clear()
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()
+        self._settle_verdicts(timeout)
         with self._lock:
             left, self._out = list(self._out), deque()
         return left
+
+    def _settle_verdicts(self, timeout: float) -> None:
+        """At the end: every finished episode still without a verdict is stored, unlabelled
+        with the reason, unless the learner's judge answers within ``timeout``."""
+        self._add(self._rescue.finish(timeout) if self._rescuing else [])
+        left = [
+            (t, "its node was lost and the learner's judge did not answer before the run stopped")
+            for t in self._rescuing.values()
+        ]
+        left += [
+            (t, "its group stopped before the verdict came") for _, t in self._awaiting.values()
+        ]
+        self._rescuing.clear()
+        self._awaiting.clear()
+        self.counters["unlabelled_at_stop"] += len(left)
+        self._add([unlabelled(detached(t), reason) for t, reason in left])
+
+    def _add(self, episodes: list[Trajectory]) -> None:
+        """Hand out ``episodes`` (each id once)."""
+        fresh = []
+        for t in episodes:
+            if t.episode_id in self.seen:
+                self.counters["duplicates"] += 1
+                continue
+            self.seen.add(t.episode_id)
+            fresh.append(t)
+        with self._lock:
+            self._out.extend(fresh)
 
     # -- introspection (tests, benchmarks) -----------------------------------------------------
     def placement(self) -> dict[int, str | None]:
@@ -212,6 +250,7 @@ class RolloutFleet:
                 self._fill()
                 self._poll()
                 self._throttle()
+                self._rescued()
         except BaseException as e:  # surfaced to the trainer by `get`
             log.exception("rollout fleet failed")
             self.error = e
@@ -265,31 +304,61 @@ class RolloutFleet:
     def _take(self, m: _Member, shipment: Shipment) -> None:
         if shipment.error is not None:
             raise RuntimeError(f"rollout group {m.index}: {shipment.error}")
-        fresh = []
-        for t in shipment.trajectories:
-            if t.episode_id in self.seen:
+        arrived = [t.episode_id for t in [*shipment.trajectories, *shipment.awaiting]]
+        for t in shipment.awaiting:  # finished, verdict pending: held here until it comes
+            if t.episode_id in self.seen or t.episode_id in self._awaiting:
+                self.counters["duplicates"] += 1
+            else:
+                self._awaiting[t.episode_id] = ((m.index, m.incarnation), t)
+        whole = list(shipment.trajectories)
+        for labels in shipment.labels:
+            held = self._awaiting.pop(labels.episode_id, None)
+            if held is None:  # judged here already (its group was taken for lost)
                 self.counters["duplicates"] += 1
                 continue
-            self.seen.add(t.episode_id)
-            fresh.append(t)
+            whole.append(labels.apply(held[1]))
+        for t in shipment.trajectories:
+            self._awaiting.pop(t.episode_id, None)
         with self._lock:
-            m.node_id, m.running, m.stats = shipment.node_id, shipment.running, shipment.stats
-            self._out.extend(fresh)
+            m.node_id, m.stats = shipment.node_id, shipment.stats
+            m.running.update((h.episode_id, h) for h in shipment.running)
+            for episode_id in arrived:
+                m.running.pop(episode_id, None)
+        self._add(whole)
+
+    def _rescued(self) -> None:
+        """Verdicts the learner's own judge gave on episodes of lost groups."""
+        done = self._rescue.poll() if self._rescuing else []
+        for t in done:
+            self._rescuing.pop(t.episode_id, None)
+        self._add(done)
 
     def _lost(self, m: _Member, error: BaseException) -> None:
         """A group died: close what it was playing, forget it (`_fill` replaces it)."""
         cause = NODE_LOST if m.node_id is None or not self._node_alive(m.node_id) else GROUP_LOST
-        lost = [h.lost(cause) for h in m.running if h.episode_id not in self.seen]
+        lost = [
+            h.lost(cause)
+            for h in m.running.values()
+            if h.episode_id not in self.seen and h.episode_id not in self._awaiting
+        ]
+        orphans = [t for key, t in self._awaiting.values() if key == (m.index, m.incarnation)]
+        for t in orphans:  # finished before the node went: judge them here, store them once
+            del self._awaiting[t.episode_id]
+            self._rescuing[t.episode_id] = t
+            self._rescue.submit(t, cause)
+        self.counters[f"{cause}_awaiting_verdict"] += len(orphans)
         for t in lost:
             t.extras.update(rollout_group=m.index, node=m.node_id)
             self.seen.add(t.episode_id)
         log.warning(
-            "rollout group %d on node %s lost (%s): %d episodes truncated %s",
+            "rollout group %d on node %s lost (%s): %d episodes truncated %s, "
+            "%d finished ones judged here",
             m.index,
             (m.node_id or "?")[:12],
             type(error).__name__,
             len(lost),
             cause,
+            len(orphans),
         )
         with self._lock:
             for k, v in m.stats.items():

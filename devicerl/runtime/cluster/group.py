@@ -4,10 +4,13 @@ The group runs the same `Collector` a single-process run uses, on its own thread
 what it produced in an outbox until the learner's fleet pulls it (a long poll: `pull` returns
 as soon as something is ready). It ships whole finished episodes, never single steps, and each
 at most once: an episode that ended while its device resets (Android resets take 10-60 s) is
-shipped from the pool at once, and skipped when the collector hands it out later. Every reply
-also lists the episodes still running, so the fleet can close them as truncated ``node_lost``
-if this node disappears. Weights arrive as versioned Ray object refs; the collector thread
-fetches only the newest one, between two batched agent calls.
+shipped from the pool at once, and skipped when the collector hands it out later. With a VLM
+judge an episode leaves as soon as it ended too, unjudged (`Shipment.awaiting`), and its labels
+follow once judged (`Relabel`; see `devicerl.runtime.cluster.verdicts`), so a node lost while
+verdicts are pending loses no finished episode. Every reply also lists the episodes still
+running, so the fleet can close them as truncated ``node_lost`` if this node disappears.
+Weights arrive as versioned Ray object refs; the collector thread fetches only the newest one,
+between two batched agent calls.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import numpy as np
 
 from devicerl.agents.base import Policy
 from devicerl.records import EndReason, Trajectory
+from devicerl.runtime.cluster.verdicts import JudgeEscrow, Relabel, detached
 from devicerl.runtime.collector import Collector
 from devicerl.runtime.exploration import TaskExploration
 from devicerl.tasks import TaskSampler, resolve
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NODE_LOST = "node_lost"  #: truncation cause of episodes running on a node that disappeared
 GROUP_LOST = "group_lost"  #: ... on a group whose actor died while its node stayed up
+AWAITING = "awaiting_verdict"  #: ledger reason of an episode shipped before its verdict
 
 
 @dataclass
@@ -89,6 +94,10 @@ class Shipment:
     node_id: str
     error: str | None = None
     stopped: bool = False
+    #: finished episodes still waiting for their verdict (unjudged copies, each shipped once)
+    awaiting: list[Trajectory] = field(default_factory=list)
+    #: verdicts of episodes shipped earlier in ``awaiting``
+    labels: list[Relabel] = field(default_factory=list)
 
 
 @dataclass
@@ -134,14 +143,15 @@ class RolloutGroup:
         self._stop = threading.Event()
         self._outbox: deque[Trajectory] = deque()
         self._early: set[str] = set()  # shipped from the pool before the collector saw them
+        self._awaiting: set[str] = set()  # shipped unjudged; their labels still to ship
         self._paused = False
         self.error: str | None = None
         self.collector: Collector | None = None
-        self.judge = None
+        self.judge: JudgeEscrow | None = None
         if cfg.judge.kind != "native":
             from devicerl.judges.factory import make_runner
 
-            self.judge = make_runner(cfg.judge)
+            self.judge = JudgeEscrow(make_runner(cfg.judge))
         self._thread = threading.Thread(target=self._run, name="rollout-group", daemon=True)
         self._thread.start()
 
@@ -179,17 +189,23 @@ class RolloutGroup:
             items = list(self._outbox)
             self._outbox.clear()
         out = [t for t in items if not self._shipped_early(t)]
+        held = self.judge.held() if self.judge is not None else {}
         running, ended = self._in_pool()
-        if self.judge is None:  # with a judge the verdict is part of the episode: wait for it
+        awaiting: list[Trajectory] = []
+        labels: list[Relabel] = []
+        if self.judge is None:
             shipping = {t.episode_id for t in out}
             for t in ended:
                 if t.episode_id not in self._early and t.episode_id not in shipping:
                     self._early.add(t.episode_id)
                     out.append(t)
-        for t in out:
+        else:  # ship what ended now, its verdict later: nothing finished stays only here
+            out, labels, awaiting = self._judged_split(out, held, ended)
+        for t in [*out, *awaiting]:
             t.extras.setdefault("rollout_group", self.spec.index)
             t.extras.setdefault("node", self.node_id)
         self._audit(out)
+        self._audit(awaiting, reason=AWAITING)
         return Shipment(
             out,
             [EpisodeHeader.of(t) for t in running],
@@ -197,13 +213,47 @@ class RolloutGroup:
             self.node_id,
             self.error,
             stopped=not self._thread.is_alive(),
+            awaiting=awaiting,
+            labels=labels,
         )
+
+    def _judged_split(
+        self, out: list[Trajectory], held: dict[str, Trajectory], ended: list[Trajectory]
+    ) -> tuple[list[Trajectory], list[Relabel], list[Trajectory]]:
+        """(whole episodes, labels of episodes shipped unjudged before, unjudged episodes)."""
+        assert self.judge is not None
+        whole: list[Trajectory] = []
+        labels: list[Relabel] = []
+        for t in out:  # judged (or truncated) episodes the collector handed out
+            self.judge.release(t.episode_id)
+            held.pop(t.episode_id, None)
+            if t.episode_id in self._awaiting:
+                self._awaiting.discard(t.episode_id)
+                t.extras.setdefault("rollout_group", self.spec.index)
+                t.extras.setdefault("node", self.node_id)
+                labels.append(Relabel.of(t))
+                self._audit([t])
+            else:
+                whole.append(t)
+        done = {t.episode_id for t in out}
+        waiting = list(held.values()) + [detached(t) for t in ended]
+        awaiting = []
+        for t in waiting:
+            if t.episode_id not in self._awaiting and t.episode_id not in done:
+                self._awaiting.add(t.episode_id)
+                awaiting.append(t)
+        return whole, labels, awaiting
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, float]:
         """Stop collecting and close the devices (episodes in flight are dropped)."""
         self._stop.set()
         self._resume.set()
         self._thread.join(timeout_s)
+        if self.judge is not None:  # verdicts still coming: the last pull ships them
+            judged = self.judge.drain(timeout_s)
+            with self._cond:
+                self._outbox.extend(j.trajectory for j in judged)
+            self.judge.close(wait=False)
         return self._stats()
 
     # -- the collector thread ---------------------------------------------------------------------
@@ -266,9 +316,11 @@ class RolloutGroup:
         return pool.episodes_in_progress() if pool is not None else ([], [])
 
     def _ended(self) -> bool:
-        return self.judge is None and any(
-            t.episode_id not in self._early for t in self._in_pool()[1]
-        )
+        """Something finished that the fleet has not got yet (`pull` answers at once)."""
+        ended = [t.episode_id for t in self._in_pool()[1]]
+        if self.judge is None:
+            return any(i not in self._early for i in ended)
+        return any(i not in self._awaiting for i in [*self.judge.held(), *ended])
 
     def _shipped_early(self, t: Trajectory) -> bool:
         if t.episode_id in self._early:
@@ -281,11 +333,13 @@ class RolloutGroup:
         out["policy_version"] = float(self.policy.version)
         return out
 
-    def _audit(self, shipped: list[Trajectory]) -> None:
+    def _audit(self, shipped: list[Trajectory], reason: str | None = None) -> None:
+        """Ledger rows: episode id, end reason (`AWAITING` for an unjudged copy), group, node."""
         path = self.spec.cfg.rollouts.ledger
         if path and shipped:
             lines = "".join(
-                f"{t.episode_id}\t{t.end_reason.value}\t{self.spec.index}\t{self.node_id}\n"
+                f"{t.episode_id}\t{reason or t.end_reason.value}\t{self.spec.index}"
+                f"\t{self.node_id}\n"
                 for t in shipped
                 if t.end_reason is not None
             )
