@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,10 +53,8 @@ class LocalCluster:
                 if attempt == 2 or "timed out during startup" not in str(e):
                     raise
                 log.warning("Ray head did not start in time (%s); trying once more", e)
-        # worker nodes start side by side: each start is mostly waiting for its raylet to
-        # register, which Ray does one node at a time otherwise
-        with ThreadPoolExecutor(max_workers=max(1, self.nodes)) as starting:
-            list(starting.map(self.add_node, [f"node_{i}" for i in range(self.nodes)]))
+        for i in range(self.nodes):
+            self.add_node(f"node_{i}")
         self.cluster.wait_for_nodes()
         return self
 
