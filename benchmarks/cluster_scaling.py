@@ -21,8 +21,11 @@ episodes.
   (Ray's default failure detection, ~15-30 s), and lasts until both the window passed and the
   fleet closed the lost group: the run must keep its pace through the detection.
   Then a node joins: the waiting group starts there (``join_gain``: throughput after / before).
-  Every group appends the id of each episode it ships to a ledger; ``lost_completed`` counts
-  shipped complete episodes the learner never received (duplicates are counted too).
+  Every group appends the id of each episode it shipped to a ledger once the fleet acknowledged
+  the reply; ``lost_completed`` counts complete episodes there that the learner never got
+  (neither consumed nor handed back unconsumed when the fleet stopped); duplicates apart.
+  An episode that ended on the removed node in the moment before it went, whose reply never
+  left the node, is recorded truncated ``node_lost`` (``node_lost_episodes``).
 
 The JSON records how long each phase took (``phases_s``: Ray start, groups start, ...) and
 the machine's load average before and after (``load_before``, ``load_after``): the machine
@@ -194,14 +197,22 @@ class BarrierHost:
         return steps
 
 
-def bench_barrier(ray: Any, args: argparse.Namespace, seconds: float) -> dict[str, float]:
+def barrier_hosts(ray: Any, args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    """The barrier's hosts, one per node, and their warm-up round (process start-up) under
+    way: it runs while the rollout groups start, and is not measured."""
     profile = latency_profile(args.scale)
     host = ray.remote(BarrierHost)
     hosts = [
         host.options(num_cpus=0.25, resources={f"node_{i}": 0.5}).remote(args.devices, profile, i)
         for i in range(NODES)
     ]
-    ray.get([h.round.remote() for h in hosts])  # warm-up round (process start-up)
+    return hosts, [h.round.remote() for h in hosts]
+
+
+def bench_barrier(
+    ray: Any, args: argparse.Namespace, seconds: float, hosts: list[Any], warm_up: list[Any]
+) -> dict[str, float]:
+    ray.get(warm_up)
     steps, rounds, t0 = 0, 0, time.perf_counter()
     while rounds < 5 or time.perf_counter() - t0 < seconds:  # a round is one straggler draw
         steps += sum(ray.get([h.round.remote() for h in hosts]))  # every host's batch
@@ -269,6 +280,7 @@ def main() -> int:
         "profile": latency_profile(args.scale),
     }
     cfg = fleet_config(args, ledger)
+    hosts, warm_up = barrier_hosts(ray, args)
     fleet = RolloutFleet(cfg, max_ahead=10**9).start()  # never throttled: the learner keeps up
     learner = Learner(fleet, cfg.trajectories_per_iter, args.learn_s / args.scale)
     try:
@@ -276,7 +288,7 @@ def main() -> int:
             time.sleep(0.2)
         set_active(fleet, 0)  # first, the same 4 nodes run DigiRL's rhythm
         phases.done("groups_start")
-        barrier = bench_barrier(ray, args, window)
+        barrier = bench_barrier(ray, args, window, hosts, warm_up)
         print(f"barrier, {NODES} nodes: {barrier['steps_per_s']:.1f} env-steps/s", flush=True)
         result["barrier"] = barrier
         phases.done("barrier")
@@ -326,13 +338,14 @@ def main() -> int:
     finally:
         learner.stop.set()
         learner.thread.join(10)
-        fleet.stop()  # takes the groups' last shipments
+        left = fleet.stop()  # takes the groups' last shipments; unconsumed ones come back
         ray.shutdown()
         local.shutdown()
         phases.done("shutdown")
     shipped = [line.split("\t") for line in ledger.read_text().splitlines() if line]
     complete = {r[0] for r in shipped if r[1] != "truncated"}
-    lost_completed = len(complete - fleet.seen)  # shipped complete, never arrived
+    got = set(learner.received) | {t.episode_id for t in left}
+    lost_completed = len(complete - got)  # reached the fleet complete, never the learner
     node_lost = int(fleet.counters["node_lost_episodes"])
     scaling = ours[NODES]["steps_per_s"] / (NODES * ours[1]["steps_per_s"])
     vs_barrier = ours[NODES]["steps_per_s"] / barrier["steps_per_s"]

@@ -51,7 +51,8 @@ def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainCo
 
 
 def _ledger(path: Path) -> list[tuple[str, str, int, str]]:
-    """(episode id, end reason, group, node id) of every episode a group shipped."""
+    """(episode id, end reason, group, node id) of every episode a group shipped that reached
+    the learner (a group writes a reply's rows once the fleet acknowledged it)."""
     if not path.exists():
         return []
     rows = [line.split("\t") for line in path.read_text().splitlines() if line]
@@ -179,7 +180,7 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
         cfg = _config(
             tmp_path,
             1,
-            300,
+            200,
             f"cluster.address={cluster.address}",
             "env.kwargs={render: true, screen: [64, 64], step_latency: 0.03, reset_latency: 0.05}",
             "judge.kind=vlm",

@@ -49,7 +49,10 @@ class RolloutsConfig:
     )
     ledger: str = field(
         default="",
-        metadata={"help": "audit file: every group appends the id of each episode it ships"},
+        metadata={
+            "help": "audit file: every group appends the id of each episode the learner "
+            "received from it"
+        },
     )
 
     def check_devices(self, env_worker: str) -> None:

@@ -69,6 +69,7 @@ class _Member:
     stats: dict[str, float] = field(default_factory=dict)
     paused: bool = False
     retry_at: float = 0.0  # no pull before (after the actor was unreachable)
+    acked: int = 0  # number of the last reply taken (the next pull acknowledges it)
 
 
 def connect(address: str, **init_kwargs: Any) -> bool:
@@ -188,11 +189,14 @@ class RolloutFleet:
         self._stop.set()
         self._thread.join(timeout)
         for m in members:  # the pull in flight, then one more: nothing shipped is dropped
-            for ref in [m.pull, m.actor.pull.remote(0.0)]:
+            for last in (False, True):
                 with contextlib.suppress(Exception):
+                    ref = m.actor.pull.remote(0.0, m.acked) if last else m.pull
                     if ref is not None and self.ray.wait([ref], timeout=timeout)[0]:
                         self._take(m, self.ray.get(ref))
             m.pull = None
+            with contextlib.suppress(Exception):
+                self.ray.wait([m.actor.acknowledge.remote(m.acked)], timeout=timeout)
         for m in members:
             with contextlib.suppress(Exception):
                 self.ray.kill(m.actor, no_restart=True)
@@ -205,20 +209,19 @@ class RolloutFleet:
         return left
 
     def _settle_verdicts(self, timeout: float) -> None:
-        """At the end: every finished episode still without a verdict is stored, unlabelled
-        with the reason, unless the learner's judge answers within ``timeout``."""
-        self._add(self._rescue.finish(timeout) if self._rescuing else [])
-        left = [
-            (t, "its node was lost and the learner's judge did not answer before the run stopped")
-            for t in self._rescuing.values()
-        ]
-        left += [
-            (t, "its group stopped before the verdict came") for _, t in self._awaiting.values()
-        ]
-        self._rescuing.clear()
+        """At the end: finished episodes still without a verdict (their group stopped before
+        judging them, or was lost) are judged here; those the judge does not answer within
+        ``timeout`` are stored unlabelled, with the reason."""
+        for _, t in self._awaiting.values():
+            self._rescuing[t.episode_id] = t
+            self._rescue.submit(t, "group_stopped")
         self._awaiting.clear()
+        self._add(self._rescue.finish(timeout) if self._rescuing else [])
+        left = [t for t in self._rescuing.values() if t.episode_id not in self.seen]
+        self._rescuing.clear()
         self.counters["unlabelled_at_stop"] += len(left)
-        self._add([unlabelled(detached(t), reason) for t, reason in left])
+        reason = "no verdict: the judge did not answer before the run stopped"
+        self._add([unlabelled(detached(t), reason) for t in left])
 
     def _add(self, episodes: list[Trajectory]) -> None:
         """Hand out ``episodes`` (each id once)."""
@@ -273,7 +276,7 @@ class RolloutFleet:
         now = time.monotonic()
         for m in self._members.values():
             if m.pull is None and now >= m.retry_at:
-                m.pull = m.actor.pull.remote(poll_s)
+                m.pull = m.actor.pull.remote(poll_s, m.acked)
         by_ref = {m.pull: m for m in self._members.values() if m.pull is not None}
         if not by_ref:
             time.sleep(poll_s)
@@ -320,7 +323,7 @@ class RolloutFleet:
         for t in shipment.trajectories:
             self._awaiting.pop(t.episode_id, None)
         with self._lock:
-            m.node_id, m.stats = shipment.node_id, shipment.stats
+            m.node_id, m.stats, m.acked = shipment.node_id, shipment.stats, shipment.seq
             m.running.update((h.episode_id, h) for h in shipment.running)
             for episode_id in arrived:
                 m.running.pop(episode_id, None)

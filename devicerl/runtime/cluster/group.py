@@ -98,6 +98,8 @@ class Shipment:
     awaiting: list[Trajectory] = field(default_factory=list)
     #: verdicts of episodes shipped earlier in ``awaiting``
     labels: list[Relabel] = field(default_factory=list)
+    #: this reply's number: the next pull acknowledges it (then the ledger records it)
+    seq: int = 0
 
 
 @dataclass
@@ -144,6 +146,9 @@ class RolloutGroup:
         self._outbox: deque[Trajectory] = deque()
         self._early: set[str] = set()  # shipped from the pool before the collector saw them
         self._awaiting: set[str] = set()  # shipped unjudged; their labels still to ship
+        self._seq = 0
+        self._unacked: dict[int, str] = {}  # ledger rows of replies not acknowledged yet
+        self._ledger_lock = threading.Lock()
         self._paused = False
         self.error: str | None = None
         self.collector: Collector | None = None
@@ -177,8 +182,10 @@ class RolloutGroup:
         self._paused = paused
         self._resume.set()
 
-    def pull(self, timeout_s: float) -> Shipment:
-        """Finished episodes not shipped yet (waits up to ``timeout_s`` for one)."""
+    def pull(self, timeout_s: float, ack: int = 0) -> Shipment:
+        """Finished episodes not shipped yet (waits up to ``timeout_s`` for one); ``ack``: the
+        number of the last reply the fleet received."""
+        self.acknowledge(ack)
         end = time.monotonic() + timeout_s
         with self._cond:
             while not (self._outbox or self.error or self._stop.is_set() or self._ended()):
@@ -204,8 +211,16 @@ class RolloutGroup:
         for t in [*out, *awaiting]:
             t.extras.setdefault("rollout_group", self.spec.index)
             t.extras.setdefault("node", self.node_id)
-        self._audit(out)
-        self._audit(awaiting, reason=AWAITING)
+        rows = self._rows(
+            [(t.episode_id, t.end_reason) for t in out]
+            + [(t.episode_id, AWAITING) for t in awaiting]
+            + [(r.episode_id, r.end_reason) for r in labels]
+        )
+        with self._ledger_lock:
+            self._seq += 1
+            seq = self._seq
+            if rows:
+                self._unacked[seq] = rows
         return Shipment(
             out,
             [EpisodeHeader.of(t) for t in running],
@@ -215,7 +230,19 @@ class RolloutGroup:
             stopped=not self._thread.is_alive(),
             awaiting=awaiting,
             labels=labels,
+            seq=seq,
         )
+
+    def acknowledge(self, seq: int) -> None:
+        """The fleet received every reply up to ``seq``: the ledger records what they carried
+        (so it lists only what reached the learner, never a reply lost with this node)."""
+        path = self.spec.cfg.rollouts.ledger
+        with self._ledger_lock:
+            done = sorted(k for k in self._unacked if k <= seq)
+            rows = "".join(self._unacked.pop(k) for k in done)
+            if path and rows:
+                with open(path, "a") as f:  # one append per reply; O_APPEND keeps writers apart
+                    f.write(rows)
 
     def _judged_split(
         self, out: list[Trajectory], held: dict[str, Trajectory], ended: list[Trajectory]
@@ -232,7 +259,6 @@ class RolloutGroup:
                 t.extras.setdefault("rollout_group", self.spec.index)
                 t.extras.setdefault("node", self.node_id)
                 labels.append(Relabel.of(t))
-                self._audit([t])
             else:
                 whole.append(t)
         done = {t.episode_id for t in out}
@@ -333,15 +359,12 @@ class RolloutGroup:
         out["policy_version"] = float(self.policy.version)
         return out
 
-    def _audit(self, shipped: list[Trajectory], reason: str | None = None) -> None:
+    def _rows(self, shipped: list[tuple[str, EndReason | str | None]]) -> str:
         """Ledger rows: episode id, end reason (`AWAITING` for an unjudged copy), group, node."""
-        path = self.spec.cfg.rollouts.ledger
-        if path and shipped:
-            lines = "".join(
-                f"{t.episode_id}\t{reason or t.end_reason.value}\t{self.spec.index}"
-                f"\t{self.node_id}\n"
-                for t in shipped
-                if t.end_reason is not None
-            )
-            with open(path, "a") as f:  # one append per reply; O_APPEND keeps writers apart
-                f.write(lines)
+        if not self.spec.cfg.rollouts.ledger:
+            return ""
+        return "".join(
+            f"{episode_id}\t{getattr(reason, 'value', reason)}\t{self.spec.index}\t{self.node_id}\n"
+            for episode_id, reason in shipped
+            if reason is not None
+        )
