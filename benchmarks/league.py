@@ -23,7 +23,7 @@ killed mid-phase resumes from its last checkpoint (every 5 iterations). Last lin
 
     RESULT league_generalist=X single=X pbt=X fixed=X env_steps=N
 
-    python benchmarks/league.py --seeds 0 1 --budget 2000 --out runs/league-benchmark --save
+    python benchmarks/league.py --seeds 0 1 --budget 1000 --eval-episodes 4 --save
     python benchmarks/league.py --quick   # a smoke test: one seed, 240 env steps, 1 test per task
 """
 
@@ -227,10 +227,48 @@ def league_info(folder: Path) -> dict[str, Any]:
         }
     return {
         "table": league_table(league, tasks),
+        "played": played(folder),
         "policies": clusters,
         "history": league.history,
         "pbt_members": list(pbt.members) if pbt is not None else [],
     }
+
+
+def played(folder: Path) -> dict[str, dict[str, Any]]:
+    """Per policy, what it played over the whole run (from the stored episodes): episodes, env
+    steps, successes and successes per task (a specialist's successes are what it offered the
+    generalist that learns from it)."""
+    index = RunDir(folder).store(skip_bad=True).index().to_pylist()
+    out: dict[str, dict[str, Any]] = {}
+    for row in index:
+        extras = json.loads(row["episode_extras"] or "{}")
+        p = out.setdefault(
+            str(extras.get("policy", "?")),
+            {"episodes": 0, "env_steps": 0, "successes": 0, "by_task": {}},
+        )
+        p["episodes"] += 1
+        p["env_steps"] += int(row["num_steps"])
+        p["successes"] += int(bool(row["success"]))
+        task = p["by_task"].setdefault(row["task"], [0, 0])  # successes, episodes
+        task[0] += int(bool(row["success"]))
+        task[1] += 1
+    return out
+
+
+def played_table(stats: dict[str, dict[str, Any]]) -> str:
+    """What each policy played: its share of the env steps and its successes."""
+    total = sum(p["env_steps"] for p in stats.values()) or 1
+    lines = [
+        "| policy | episodes | env steps (share) | successes | success rate |",
+        "|---|---|---|---|---|",
+    ]
+    for name, p in sorted(stats.items()):
+        rate = p["successes"] / p["episodes"] if p["episodes"] else math.nan
+        lines.append(
+            f"| {name} | {p['episodes']} | {p['env_steps']} ({p['env_steps'] / total:.0%}) "
+            f"| {p['successes']} | {rate:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 # -- report ----------------------------------------------------------------------------------
@@ -317,9 +355,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/league-benchmark")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--budget", type=int, default=2000, help="env steps per system, in all")
+    ap.add_argument("--budget", type=int, default=1000, help="env steps per system, in all")
     ap.add_argument("--marks", type=float, nargs="*", default=[0.6], help="fractions of it")
-    ap.add_argument("--eval-episodes", type=int, default=5, help="test seeds per task")
+    ap.add_argument("--eval-episodes", type=int, default=4, help="test seeds per task")
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     ap.add_argument("--quick", action="store_true", help="one seed, 240 env steps, 1 test each")
     ap.add_argument("--fresh", action="store_true", help="re-run finished runs in --out too")
@@ -421,6 +459,8 @@ def write(
     for run, info in infos.items():
         if "table" in info:
             text += [f"## {run}: evaluated member {info['member']}", "", info["table"], ""]
+            text += ["Played over the run (stored episodes, incl. the last unconsumed ones):", ""]
+            text += [played_table(info["played"]), ""]
             for name, p in info["policies"].items():
                 if not p["snapshot"]:
                     rs = p["recent_success"]
