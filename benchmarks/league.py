@@ -77,6 +77,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 #: Systems evaluated at the marks too (the "<= 60 % of the env steps" question); PBT only at the
 #: end (its question is PBT vs fixed at the same budget), which saves an evaluation per run.
 MARKED = ("single", "league")
+#: A task counts as solved by a policy at >= 0.8 windowed training success over >= this many
+#: episodes (a window of one or two lucky episodes is not "solved").
+SOLVED_MIN = 5
 
 
 # -- configs ---------------------------------------------------------------------------------
@@ -223,7 +226,11 @@ def league_info(folder: Path) -> dict[str, Any]:
             "tasks": m.spec.tasks,
             "snapshot": m.snapshot,
             "recent_success": float(np.mean(rated)) if rated else None,
-            "solved": [t for t, r in zip(mine, rates) if r is not None and r >= 0.8],
+            "solved": [
+                t
+                for t, r in zip(mine, rates)
+                if r is not None and r >= 0.8 and league.success.count(name, t) >= SOLVED_MIN
+            ],
         }
     return {
         "table": league_table(league, tasks),
@@ -466,7 +473,8 @@ def write(
                     rs = p["recent_success"]
                     text.append(
                         f"- {name} ({p['tasks']}): recent training success "
-                        f"{'-' if rs is None else f'{rs:.2f}'}; >= 0.8 on "
+                        f"{'-' if rs is None else f'{rs:.2f}'}; solved (>= 0.8 over >= "
+                        f"{SOLVED_MIN} episodes): "
                         f"{', '.join(t.split('/')[-1] for t in p['solved']) or 'none'}"
                     )
             text.append("")
