@@ -52,7 +52,11 @@ def test_collect_batches_ready_devices_and_counts() -> None:
     assert max(policy.batches) > 1  # several ready devices answered in one call
     steps = [s for t in trajectories for s in t.steps]
     assert all(s.policy_version == 3 and s.text == "tap" and s.log_prob == -1.0 for s in steps)
-    assert all(0 < s.agent_time_s <= 0.05 for s in steps)
+    # each step carries its share of its batch's policy time (a timing-free check: the shares
+    # of finished episodes' steps add up to at most what the collector measured in all)
+    assert all(s.agent_time_s > 0 for s in steps)
+    more_steps = [s for t in more for s in t.steps]
+    assert sum(s.agent_time_s for s in steps + more_steps) <= stats.agent_time_s + 1e-9
     assert stats.episodes == 25 and stats.successes == sum(t.success for t in trajectories + more)
     assert stats.env_steps >= sum(len(t.steps) for t in trajectories + more)
     assert stats.steps_per_s > 0 and 0 < stats.agent_time_share < 1

@@ -11,9 +11,14 @@ import yaml
 
 from devicerl.config import REDACTED
 from devicerl.errors import ConfigError, DataError
+from devicerl.records import EndReason, Trajectory
+from devicerl.runtime.collector import CollectorStats
+from devicerl.runtime.episode_counts import EpisodeCounts
+from devicerl.runtime.evaluate import EvalResult
 from devicerl.runtime.metrics import LoggingConfig, MetricsLogger, read_metrics
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.trainer import TrainState
 
 
 def test_jsonl_and_tensorboard(tmp_path) -> None:
@@ -130,3 +135,30 @@ def test_run_dir_layout_and_config(tmp_path) -> None:
         log.log({"rollout/success_rate": 1.0}, step=7)
     assert run.read_metrics()[0]["step"] == 7
     assert json.loads(run.metrics_path.read_text())["rollout/success_rate"] == 1.0
+
+
+def test_one_counting_rule_for_collector_trainer_and_eval() -> None:
+    """Collector, trainer and evaluation count the same mix of episodes the same way: truncated
+    and unlabelled ones apart, successes only among complete labelled ones."""
+
+    def traj(end: EndReason, success: bool = False, verdict: str | None = None) -> Trajectory:
+        t = Trajectory(task="t", instruction="i", end_reason=end, success=success)
+        if verdict is not None:
+            t.extras["verdict"] = {"label": verdict}
+        return t
+
+    mix = [
+        traj(EndReason.SUCCESS, True),
+        traj(EndReason.SUCCESS, True, verdict="success"),
+        traj(EndReason.FAILURE),
+        traj(EndReason.MAX_STEPS),
+        traj(EndReason.TRUNCATED),
+        traj(EndReason.AGENT_ENDED, verdict="unknown"),
+    ]
+    counters: list[EpisodeCounts] = [CollectorStats(), TrainState(), EvalResult()]
+    for c in counters:
+        kept = [c.add(t) for t in mix]
+        assert kept == [True, True, True, True, False, False]
+        assert (c.episodes, c.successes, c.truncated, c.unlabelled) == (4, 2, 1, 1)
+        assert c.success_rate == 0.5
+        assert c.count_metrics()["judge/unlabelled"] == 1

@@ -34,10 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action
 from devicerl.agents.base import Policy, as_policy
-from devicerl.judges import Judged, JudgeRunner, is_labelled
+from devicerl.judges import Judged, JudgeRunner
 from devicerl.league.acting import POLICY_KEY, act_per_policy, group_by_policy
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Observation, Trajectory, with_previous_actions
+from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.exploration import EXPLORE_KEY, TaskExploration
 
 if TYPE_CHECKING:
@@ -47,16 +48,12 @@ PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
 
 @dataclass
-class CollectorStats:
-    """Running counters a logger can read. The collector is where episodes are counted (after
-    judging, so successes are the judged ones); the pool counts steps and device faults, and
+class CollectorStats(EpisodeCounts):
+    """Running counters a logger can read: the episodes this collector handed out (counted after
+    judging, so successes are the judged ones) and the pool's steps and device faults;
     `as_dict` gives both under their final metric names."""
 
     env_steps: int = 0
-    episodes: int = 0  #: complete episodes handed out (truncated ones are counted apart)
-    successes: int = 0
-    truncated: int = 0
-    unlabelled: int = 0  #: complete episodes the judge could not label (not in ``episodes``)
     judge_pending: int = 0  #: episodes handed to the judge and not yet back
     restarts: int = 0
     retired: int = 0
@@ -74,11 +71,6 @@ class CollectorStats:
         return self.env_steps / max(self.elapsed_s, 1e-9)
 
     @property
-    def success_rate(self) -> float:
-        """Successes over complete episodes (truncated ones say nothing about the agent)."""
-        return self.successes / self.episodes if self.episodes else 0.0
-
-    @property
     def agent_time_share(self) -> float:
         """Fraction of wall time spent inside the policy."""
         return self.agent_time_s / max(self.elapsed_s, 1e-9)
@@ -92,11 +84,8 @@ class CollectorStats:
             "pool/retired": self.retired,
             "pool/agent_time_share": self.agent_time_share,
             "pool/mean_batch": self.actions / self.batches if self.batches else 0.0,
-            "rollout/episodes": self.episodes,
-            "rollout/successes": self.successes,
-            "rollout/truncated": self.truncated,
+            **self.count_metrics(),
             "rollout/success_rate": self.success_rate,
-            "judge/unlabelled": self.unlabelled,
             "judge/pending": self.judge_pending,
         }
 
@@ -160,8 +149,8 @@ class Collector:
                     continue
                 self._round()
                 continue
-            traj = self._emit(self._backlog.popleft())
-            done += 0 if traj.is_truncated or not is_labelled(traj) else 1
+            traj = self._backlog.popleft()
+            done += self._emit(traj)
             yield traj
 
     def run(self, n_episodes: int | None = None) -> list[Trajectory]:
@@ -269,18 +258,13 @@ class Collector:
         assert self.judge is not None
         self.stats.judge_pending = self.judge.pending
 
-    def _emit(self, traj: Trajectory) -> Trajectory:
-        """The one place a finished trajectory leaves the collector (judged, if judging)."""
-        if traj.is_truncated:
-            self.stats.truncated += 1
-        elif not is_labelled(traj):
-            self.stats.unlabelled += 1
-        else:
-            self.stats.episodes += 1
-            self.stats.successes += int(traj.success)
-            if self.exploration is not None:
-                self.exploration.record(traj.task, traj.success)
-        return traj
+    def _emit(self, traj: Trajectory) -> bool:
+        """Count a finished trajectory where it leaves the collector (judged, if judging); True
+        when it is a complete, labelled episode."""
+        complete = self.stats.add(traj)
+        if complete and self.exploration is not None:
+            self.exploration.record(traj.task, traj.success)
+        return complete
 
     def summary(self) -> dict[str, Any]:
         return {**self.stats.as_dict(), "pool": self.pool.stats()}

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.agents.base import Policy
-from devicerl.judges.apply import is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.collector import Collector
+from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.tasks.base import Task, TaskSampler
 
 
@@ -29,37 +29,25 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
 
 
 @dataclass
-class EvalResult:
+class EvalResult(EpisodeCounts):
     """Success over the evaluated episodes (truncated/unlabelled ones are counted apart)."""
 
-    episodes: int = 0
-    successes: int = 0
-    truncated: int = 0
-    unlabelled: int = 0
     env_steps: int = 0
     per_task: dict[str, list[int]] = field(default_factory=dict)  # task -> [successes, n]
-
-    @property
-    def success_rate(self) -> float:
-        return self.successes / self.episodes if self.episodes else 0.0
 
     @property
     def interval(self) -> tuple[float, float]:
         return wilson_interval(self.successes, self.episodes)
 
-    def add(self, t: Trajectory) -> None:
+    def add(self, t: Trajectory) -> bool:
+        """Count ``t`` (and its steps) and its task's row; True when complete and labelled."""
         self.env_steps += t.length
-        if t.is_truncated:
-            self.truncated += 1
-            return
-        if not is_labelled(t):
-            self.unlabelled += 1
-            return
-        self.episodes += 1
-        self.successes += int(t.success)
+        if not super().add(t):
+            return False
         row = self.per_task.setdefault(t.task, [0, 0])
         row[0] += int(t.success)
         row[1] += 1
+        return True
 
     def as_dict(self) -> dict[str, Any]:
         lo, hi = self.interval

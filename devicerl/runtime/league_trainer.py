@@ -28,7 +28,6 @@ from typing import Any
 
 from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
-from devicerl.judges.apply import is_labelled
 from devicerl.league.acting import POLICY_KEY
 from devicerl.league.config import PolicySpec
 from devicerl.league.pbt import PBT
@@ -221,14 +220,8 @@ class LeagueTrainer(Trainer):
         s = self.state
         s.env_steps += t.length
         self.writer.append(t)
-        if t.is_truncated:
-            s.truncated += 1
+        if not s.add(t):
             return False
-        if not is_labelled(t):
-            s.unlabelled += 1
-            return False
-        s.episodes += 1
-        s.successes += int(t.success)
         self.recent.append(int(t.success))
         policy = t.extras.get(POLICY_KEY)
         if policy in self.league:

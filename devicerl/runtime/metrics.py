@@ -29,10 +29,12 @@ logger = logging.getLogger(__name__)
 
 #: Metric names used across devicerl, with their meaning (x axis: env steps).
 KNOWN_METRICS: dict[str, str] = {
-    "rollout/success_rate": "success rate of episodes finished since the last log",
+    "rollout/success_rate": "success rate of recent episodes (a run: its last 100 stored ones)",
     "rollout/episode_length": "mean steps per finished episode",
     "rollout/episodes": "episodes finished so far",
+    "rollout/successes": "successful episodes so far",
     "rollout/truncated": "episodes cut short by infrastructure so far",
+    "judge/unlabelled": "complete episodes the judge could not label so far",
     "pool/steps_per_s": "environment steps per second over the last interval",
     "pool/restarts": "device restarts so far",
     "pool/busy_fraction": "fraction of devices stepping (not waiting for the agent)",

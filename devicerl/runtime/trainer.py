@@ -30,13 +30,13 @@ import torch
 
 from devicerl.data.replay import ReplayBuffer
 from devicerl.errors import ConfigError
-from devicerl.judges.apply import is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
 from devicerl.runtime.distributed.factory import make_learner_group
 from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.distributed.learners import LearnerGroup
+from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import TaskExploration
 from devicerl.runtime.learner_setup import make_learner, seed_everything
@@ -53,15 +53,13 @@ ACTOR = "actor"
 
 
 @dataclass
-class TrainState:
-    """Counters that a checkpoint saves and a resume restores."""
+class TrainState(EpisodeCounts):
+    """Counters that a checkpoint saves and a resume restores. Its episode counts are the run's
+    stored episodes (the collector's count what acting produced in this process, from zero at
+    each start; both use the one `EpisodeCounts` rule)."""
 
     iteration: int = 0
     env_steps: int = 0
-    episodes: int = 0
-    successes: int = 0
-    truncated: int = 0
-    unlabelled: int = 0
     dropped_stale: int = 0
     version: int = 0
     offline_done: int = 0
@@ -357,14 +355,8 @@ class Trainer:
         s = self.state
         s.env_steps += t.length
         self.writer.append(t)
-        if t.is_truncated:
-            s.truncated += 1
+        if not s.add(t):
             return False
-        if not is_labelled(t):
-            s.unlabelled += 1
-            return False
-        s.episodes += 1
-        s.successes += int(t.success)
         self.recent.append(int(t.success))
         lag = s.version - t.policy_version
         self.lags.append(lag)
@@ -385,15 +377,13 @@ class Trainer:
         s = self.state
         recent_lags = self.lags[-len(fresh) :] if fresh else [0]
         out: dict[str, float] = {k: float(v) for k, v in bg.stats.items()}
-        out |= {  # the run's own totals (they survive a resume) and windows
+        out |= s.count_metrics()  # the run's stored totals replace this session's (resume-safe)
+        out |= {
             "rollout/success_rate": self.recent_success,
             "rollout/iteration_success_rate": (
                 sum(t.success for t in fresh) / len(fresh) if fresh else 0.0
             ),
             "rollout/episode_length": (sum(t.length for t in fresh) / len(fresh) if fresh else 0.0),
-            "rollout/episodes": s.episodes,
-            "rollout/successes": s.successes,
-            "rollout/truncated": s.truncated,
             "train/iteration": s.iteration,
             "train/policy_version": s.version,
             "train/policy_lag": float(np.mean(recent_lags)),
