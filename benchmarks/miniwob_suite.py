@@ -23,7 +23,7 @@ checkpoint (`devicerl.runtime.comparison.run_one` with ``resume``); a finished r
 config and code is read instead of re-run.
 
     python benchmarks/miniwob_suite.py --measure 300        # env steps/s on the 104-task mix
-    python benchmarks/miniwob_suite.py --budget 12000 --out runs/miniwob-suite
+    python benchmarks/miniwob_suite.py --out runs/miniwob-suite   # 30,000 env steps
     python benchmarks/miniwob_suite.py --quick              # 5 tasks, tiny budget: minutes
 """
 
@@ -328,7 +328,7 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/miniwob-suite")
-    ap.add_argument("--budget", type=int, default=12000, help="training env steps")
+    ap.add_argument("--budget", type=int, default=30000, help="training env steps")
     ap.add_argument("--eval-episodes", type=int, default=20, help="test seeds per task (>= 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", default="", help="comma-separated Table 3 tasks (default: all)")
