@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -80,6 +81,7 @@ class LearnerShards:
         self.workers: list[Any] = []
         self.placed: dict[str, int] = {}
         self.owns_ray = False
+        self._lock = threading.Lock()  # learners are placed from the update threads
 
     def _start(self) -> None:
         ray = self.ray
@@ -96,13 +98,14 @@ class LearnerShards:
 
     def place(self, name: str) -> int:
         """The least-loaded shard takes ``name``."""
-        if not self.workers:
-            self._start()
-        load = [0] * self.n
-        for shard in self.placed.values():
-            load[shard] += 1
-        self.placed[name] = load.index(min(load))
-        return self.placed[name]
+        with self._lock:
+            if not self.workers:
+                self._start()
+            load = [0] * self.n
+            for shard in self.placed.values():
+                load[shard] += 1
+            self.placed[name] = load.index(min(load))
+            return self.placed[name]
 
     def worker(self, name: str) -> Any:
         return self.workers[self.placed[name]]
@@ -112,7 +115,8 @@ class LearnerShards:
         return ShardedLearner(self, name, cfg, learner, actor)
 
     def release(self, name: str) -> None:
-        shard = self.placed.pop(name, None)
+        with self._lock:
+            shard = self.placed.pop(name, None)
         if shard is not None and self.workers:
             self.ray.get(self.workers[shard].detach.remote(name))
 
