@@ -5,6 +5,7 @@ on the least-loaded shard, removed and added while the shards run."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def _parameters(learners: LeagueLearners, name: str) -> dict[str, torch.Tensor]:
     return out
 
 
-def test_learner_shards_give_the_in_process_update(monkeypatch) -> None:
+def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> None:
     from ray.cluster_utils import Cluster
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -118,7 +119,42 @@ def test_learner_shards_give_the_in_process_update(monkeypatch) -> None:
         metrics = sharded.update()
         assert metrics["policy/c/train/learner_shard"] == float(freed)
         assert ray.get(shards.workers[freed].names.remote()) == ["c"]
+        sharded.close()
+        _league_run_on_shards(tmp_path)
     finally:
         sharded.close()
         ray.shutdown()
         cluster.shutdown()
+
+
+def _league_run_on_shards(tmp_path: Path) -> None:
+    """A whole league run with its learners on two shards (this test's Ray cluster): every
+    trainable policy learns there, checkpoints bring the shards' state back."""
+    from test_league_run import MAPPING, _trainer
+
+    trainer = _trainer(
+        tmp_path, "run", *MAPPING, "max_iterations=2", "checkpoint_every=1",
+        "league.learner_shards=2", "learner.cpus_per_worker=0.5",
+    )  # fmt: skip
+    before = {
+        n: {k: v.clone() for k, v in pl.learner.modules()["step_critic"].state_dict().items()}
+        for n, pl in trainer.league_learners.by_name.items()
+    }
+    trainer.run()
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    shards = {r[k] for r in rows for k in r if k.endswith("/train/learner_shard")}
+    assert shards == {0.0, 1.0}  # generalist and taps, one on each shard
+    ck = trainer.ckpt.load_latest()
+    assert (
+        ck is not None
+        and ck.iteration == 2
+        and set(ck.state["league_learners"])
+        == {
+            "generalist",
+            "taps",
+        }
+    )
+    # the critics learn only on the shards: the checkpoint holds them trained (refreshed back)
+    for name, saved in ck.state["league_learners"].items():
+        got = ck.models[f"{saved['key']}.step_critic"]
+        assert any(not torch.equal(got[k], v) for k, v in before[name].items()), name
