@@ -45,14 +45,14 @@ class LocalCluster:
         head = {"num_cpus": self.head_cpus, "include_dashboard": False}
         if self.system_config:
             head["_system_config"] = self.system_config
-        for attempt in (1, 2):  # on a saturated machine the head may miss its start-up wait
+        for attempt in (1, 2, 3):  # on a saturated machine the head may miss its start-up wait
             try:
                 self.cluster = Cluster(initialize_head=True, head_node_args=head)
                 break
             except Exception as e:
-                if attempt == 2 or "timed out during startup" not in str(e):
+                if attempt == 3 or "timed out during startup" not in str(e):
                     raise
-                log.warning("Ray head did not start in time (%s); trying once more", e)
+                log.warning("Ray head did not start in time (%s); trying again", e)
         for i in range(self.nodes):
             self.add_node(f"node_{i}")
         self.cluster.wait_for_nodes()
