@@ -262,12 +262,11 @@ class RolloutGroup:
             else:
                 whole.append(t)
         done = {t.episode_id for t in out}
-        waiting = list(held.values()) + [detached(t) for t in ended]
         awaiting = []
-        for t in waiting:
+        for t in [*held.values(), *ended]:
             if t.episode_id not in self._awaiting and t.episode_id not in done:
                 self._awaiting.add(t.episode_id)
-                awaiting.append(t)
+                awaiting.append(t if t.episode_id in held else detached(t))
         return whole, labels, awaiting
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, float]:
