@@ -141,11 +141,12 @@ def env_steps(fleet: RolloutFleet) -> float:
 def measure(fleet: RolloutFleet, seconds: float, until=None) -> dict[str, float]:
     """Env-steps/s over ``seconds`` (and, with ``until``, at least until it returns True)."""
     s0, t0 = env_steps(fleet), time.perf_counter()
-    time.sleep(seconds)
-    deadline = time.monotonic() + 120
-    while until is not None and not until():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
+    if until is None:
+        time.sleep(seconds)
+    else:  # ``until`` is asked all along, so it can note when its condition came true
+        while not until() or time.perf_counter() - t0 < seconds:
+            assert time.perf_counter() - t0 < seconds + 120, "timed out"
+            time.sleep(0.1)
     s1, t1 = env_steps(fleet), time.perf_counter()
     return {"steps": s1 - s0, "seconds": t1 - t0, "steps_per_s": (s1 - s0) / (t1 - t0)}
 
