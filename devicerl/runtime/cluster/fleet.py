@@ -180,6 +180,10 @@ class RolloutFleet:
         last, and stop Ray if the fleet started it. Returns the finished episodes nobody
         took: they ended on a device, so the trainer stores them (not trained on)."""
         members = list(self._members.values())
+        for m in [m for m in members if m.node_id is None]:  # never placed: nothing to take
+            with contextlib.suppress(Exception):
+                self.ray.kill(m.actor, no_restart=True)
+            members.remove(m)
         refs = []
         for m in members:
             with contextlib.suppress(Exception):  # a group that is gone already
