@@ -179,19 +179,21 @@ class RolloutFleet:
         """Stop the groups (episodes still running are dropped), take what they shipped
         last, and stop Ray if the fleet started it. Returns the finished episodes nobody
         took: they ended on a device, so the trainer stores them (not trained on)."""
-        members = list(self._members.values())
-        for m in [m for m in members if m.node_id is None]:  # never placed: nothing to take
-            with contextlib.suppress(Exception):
-                self.ray.kill(m.actor, no_restart=True)
-            members.remove(m)
         refs = []
-        for m in members:
+        for m in list(self._members.values()):
+            if m.node_id is None:  # not placed (or not heard from): nothing to stop
+                continue
             with contextlib.suppress(Exception):  # a group that is gone already
                 refs.append(m.actor.stop.remote())
         with contextlib.suppress(Exception):
             self.ray.wait(refs, num_returns=len(refs), timeout=timeout)
         self._stop.set()
         self._thread.join(timeout)
+        members = list(self._members.values())
+        for m in [m for m in members if m.node_id is None]:  # never heard from: nothing to take
+            with contextlib.suppress(Exception):
+                self.ray.kill(m.actor, no_restart=True)
+            members.remove(m)
         for m in members:  # the pull in flight, then one more: nothing shipped is dropped
             for last in (False, True):
                 with contextlib.suppress(Exception):
