@@ -187,6 +187,7 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
             "judge.chat.model=judge-model",
             f"judge.chat.base_url={srv.base_url}",
             "judge.chat.max_retries=0",
+            "judge.vlm.cache_path=",  # every verdict from the server (a cache would answer)
         )
         trainer = Trainer(cfg, RunDir(tmp_path / "run"))
         result: dict = {}

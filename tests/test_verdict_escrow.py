@@ -43,6 +43,7 @@ def _same(a: Trajectory, b: Trajectory) -> None:
 def _judge(respond, per_step: bool, episodes: list[Trajectory]) -> list[Trajectory]:
     with ScriptedChatServer(respond) as srv:
         cfg = JudgeConfig(kind="vlm", per_step=per_step, chat=chat_config(srv.base_url))
+        cfg.vlm.cache_path = ""  # every verdict from the server, none from an earlier run
         with make_runner(cfg) as runner:
             for t in episodes:
                 runner.submit(t)
