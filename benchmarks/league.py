@@ -46,6 +46,7 @@ from devicerl.runtime.comparison import (
     CONFIGS,
     RunResult,
     evaluate_agent,
+    finished,
     run_config,
     task_rates,
     train_phases,
@@ -358,6 +359,16 @@ def result_line(summary: dict[str, dict[str, Any]], budget: int, key: str = "mea
     )
 
 
+def done(out: Path, system: str, seed: int, cfg: TrainConfig, args: argparse.Namespace) -> bool:
+    """Whether a (system, seed) run trained its whole budget and was evaluated (greedy and
+    sampled) by the same code (or any, with ``--allow-commit-change``)."""
+    folder = out / f"{system}-s{seed}"
+    last = folder / f"at-{args.budget}"
+    return finished(folder, replace(cfg, env_steps=args.budget), args.allow_commit_change) and all(
+        (last / sub / "summary.json").exists() for sub in ("eval-greedy", "eval-sampled")
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/league-benchmark")
@@ -371,8 +382,14 @@ def main() -> None:
     ap.add_argument("--allow-commit-change", action="store_true", help="reuse other commits' runs")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/league-DATE.*")
     ap.add_argument("--partial", action="store_true", help="name the saved files -partial")
+    ap.add_argument(
+        "--only-finished",
+        action="store_true",
+        help="report the finished runs only, run nothing (a partial report; see --partial)",
+    )
     ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
+    args.left_out = []
     if args.quick:
         args.seeds, args.budget, args.eval_episodes = [0], 240, 1
     marks = [*sorted({round(f * args.budget) for f in args.marks if 0 < f < 1}), args.budget]
@@ -390,6 +407,10 @@ def main() -> None:
         for system in args.systems:
             print(f"== {system} seed {seed} (budget {args.budget} env steps, marks {marks})")
             stops = marks if system in MARKED else marks[-1:]
+            if args.only_finished and not done(out, system, seed, configs[system, seed], args):
+                print(f"== {system} seed {seed}: not finished, left out (--only-finished)")
+                args.left_out.append(f"{system}-s{seed}")
+                continue
             r, at, info = run_system(
                 system, seed, out, configs[system, seed], stops, not args.fresh,
                 args.allow_commit_change,
@@ -439,6 +460,10 @@ def write(
         f"# MiniWoB++ {SUITE} (16 tasks), test instances, {args.eval_episodes} per task; "
         f"budget {args.budget} env steps per system (all its policies); seeds {args.seeds}; "
         "fixed = single (the same config: a generalist with the default hyperparameters)",
+    ]
+    if getattr(args, "left_out", None):
+        text.append(f"# PARTIAL: not finished, left out: {', '.join(args.left_out)}")
+    text += [
         "",
         table(summary),
         "",
@@ -488,6 +513,7 @@ def write(
         "eval_episodes": args.eval_episodes,
         "systems": args.systems,
         "fixed": "single (same config, reused)",
+        "left_out": list(getattr(args, "left_out", [])),
         "overrides": args.overrides,
         "provenance": provenance(),
         "commits": sorted({str(r.provenance.get("git_commit")) for r in results}),
