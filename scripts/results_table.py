@@ -47,6 +47,40 @@ def _learning_row(results: Path) -> str:
     return f"| Learning | {setting} | {cells} | `{name}` |"
 
 
+_LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
+
+
+def _league_row(results: Path) -> str | None:
+    """The newest league benchmark (docs/league.md#benchmark), if one was committed."""
+    names = sorted(p.name for p in results.glob("league-*.json") if _LEAGUE.match(p.name))
+    if not names:
+        return None
+    name = names[-1]
+    data = json.loads((results / name).read_text())
+    s = data["summary"]
+
+    def cell(label: str, key: str) -> str:
+        if key not in s:
+            return f"{label} not run"
+        v = s[key]
+        seeds = f"{int(v['seeds'])} seed{'s' if v['seeds'] > 1 else ''}"
+        return f"{label} {v['mean']:.3f} ({v['min']:.3f}-{v['max']:.3f}, {seeds})"
+
+    cells = ", ".join(
+        cell(label, key)
+        for label, key in (("league generalist", "league"), ("single", "single"), ("PBT", "pbt"))
+    )
+    if data.get("left_out"):
+        cells += f"; partial: {', '.join(data['left_out'])} not finished"
+    setting = (
+        f"small CPU agent online from scratch on MiniWoB++ dev16, {data['budget']:,} env steps "
+        f"per system, test instances; greedy success of the league's generalist alone, mean "
+        "(min-max); fixed hyperparameters = single"
+    )
+    link = "([docs/league.md](docs/league.md#benchmark))"
+    return f"| League | {setting} | {cells} {link} | `{name}` |"
+
+
 def table(results: Path = RESULTS) -> str:
     """The Markdown table, from the result files alone."""
     pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
@@ -63,6 +97,8 @@ def table(results: Path = RESULTS) -> str:
         f"workers killed per minute, {faults['hang_rate']:.0%} of steps hung | "
         f"{faults['ratio']:.2f} of the fault-free env-steps/s | `pool_faults.json` |",
     ]
+    if league := _league_row(results):
+        rows.insert(3, league)
     return "\n".join(rows)
 
 
