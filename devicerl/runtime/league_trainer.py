@@ -173,24 +173,8 @@ class LeagueTrainer(Trainer):
     # -- one iteration ------------------------------------------------------------------------
     def _iteration(self, bg: CollectionSource, bar: RateProgress):
         cfg, s = self.cfg, self.state
-        fresh: list[Trajectory] = []
-        t0 = time.perf_counter()
-        while len(fresh) < cfg.trajectories_per_iter and self._budget_left():
-            traj = bg.get(timeout=1.0)
-            if traj is None:
-                continue
-            before = (s.env_steps, s.episodes, s.successes)
-            if self._ingest(traj):
-                fresh.append(traj)
-            steps = s.env_steps - before[0]
-            bar.update(
-                steps,
-                steps=steps,
-                episodes=s.episodes - before[1],
-                successes=s.successes - before[2],
-            )
-        wait_s = time.perf_counter() - t0
-        if self.stop.requested and len(fresh) < cfg.trajectories_per_iter:
+        fresh, wait_s, cut = self._gather(bg, bar)
+        if cut:
             return
         t1 = time.perf_counter()
         metrics: dict[str, Any] = self.league_learners.update()

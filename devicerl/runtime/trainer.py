@@ -312,7 +312,12 @@ class Trainer:
             exploration=self.exploration,
         )
 
-    def _iteration(self, bg: CollectionSource, bar: RateProgress):
+    def _gather(
+        self, bg: CollectionSource, bar: RateProgress
+    ) -> tuple[list[Trajectory], float, bool]:
+        """Ingest finished episodes until an iteration's worth joined training (or the budget
+        ran out); returns them, the seconds spent waiting, and whether a stop request cut the
+        iteration short (what arrived is stored and in the replay)."""
         cfg, s = self.cfg, self.state
         fresh: list[Trajectory] = []
         t0 = time.perf_counter()
@@ -330,8 +335,13 @@ class Trainer:
                 episodes=s.episodes - before[1],
                 successes=s.successes - before[2],
             )
-        wait_s = time.perf_counter() - t0
-        if self.stop.requested and len(fresh) < cfg.trajectories_per_iter:
+        cut = self.stop.requested and len(fresh) < cfg.trajectories_per_iter
+        return fresh, time.perf_counter() - t0, cut
+
+    def _iteration(self, bg: CollectionSource, bar: RateProgress):
+        cfg, s = self.cfg, self.state
+        fresh, wait_s, cut = self._gather(bg, bar)
+        if cut:
             return  # stopped while collecting: what arrived is stored and in the replay
         t1 = time.perf_counter()
         metrics: dict[str, Any] = {}
