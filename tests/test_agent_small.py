@@ -301,3 +301,21 @@ def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
         [s.observation for s in traj.steps[1:]], [s.action for s in traj.steps[1:]]
     )
     assert not torch.allclose(bare, lp[1:], atol=1e-4)
+
+
+@pytest.mark.parametrize("point_actions", [False, True])
+def test_uniform_baseline_draws_every_gesture_the_agent_can_express(point_actions) -> None:
+    from devicerl.agents.random import UniformPolicy
+    from devicerl.agents.small_net import SmallAgentConfig
+
+    cfg = SmallAgentConfig(swipes=True, point_actions=point_actions)
+    policy = UniformPolicy(cfg, seed=0)
+    actions = [a.action for _ in range(100) for a in policy.act([_page()])]
+    taps = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch == a.lift]
+    swipes = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch != a.lift]
+    from devicerl.agents.small import swipe_action
+
+    fixed = {swipe_action(d) for d in ("up", "down", "left", "right")}
+    assert taps and swipes and any(a.type is ActionType.TYPE for a in actions)
+    free = [a for a in swipes if a not in fixed]  # drags from anywhere to anywhere
+    assert bool(free) == point_actions

@@ -59,7 +59,8 @@ class UniformPolicy(Policy):
         types = [t for t in VALID_TYPES if allowed is None or t.value in allowed]
         ok = []
         for t in types:
-            if t is ActionType.DUAL_POINT and not (meta.elements or self.config.swipes):
+            free = self.config.swipes or self.config.point_actions
+            if t is ActionType.DUAL_POINT and not (meta.elements or free):
                 continue
             if t is ActionType.TYPE and not meta.token_spans:
                 continue
@@ -68,16 +69,21 @@ class UniformPolicy(Policy):
 
     def _one(self, meta: Any) -> Action:
         from devicerl.agents.small import span_text, swipe_action
-        from devicerl.agents.small_net import GESTURES
+        from devicerl.agents.small_net import BASIC_GESTURES, GESTURES
 
         types = self._types(meta)
         if not types:
             return Action.invalid("", "uniform agent: nothing to do on this screen")
         kind = self.rng.choice(types)
         if kind is ActionType.DUAL_POINT:
-            gestures = [g for g in GESTURES if (g == "tap" and meta.elements) or
-                        (g != "tap" and self.config.swipes)]  # fmt: skip
+            gestures = ["tap"] if meta.elements else []
+            gestures += GESTURES[1:BASIC_GESTURES] if self.config.swipes else []
+            gestures += GESTURES[BASIC_GESTURES:] if self.config.point_actions else []
             gesture = self.rng.choice(gestures)
+            if gesture == "point":  # a tap anywhere
+                return Action.tap(self.rng.random(), self.rng.random())
+            if gesture == "drag":  # from any point to any point
+                return Action.swipe(*(self.rng.random() for _ in range(4)))
             if gesture != "tap":
                 return swipe_action(gesture)
             index = list(range(len(meta.elements)))
