@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import ray
 
 from devicerl.config import load_config
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-ray = pytest.importorskip("ray")
 
 
 def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainConfig:

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import ray
 import torch
 from test_ddp import batch
 
@@ -15,7 +16,6 @@ from devicerl.runtime.learner_setup import make_learner, seed_everything
 from devicerl.runtime.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-ray = pytest.importorskip("ray")
 
 CONFIG = [
     "agent.small.d_model=32",

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+import ray
 import torch
 from test_ddp import batch
 
@@ -19,7 +20,6 @@ from devicerl.runtime.league_learning import LeagueLearners
 from devicerl.runtime.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
-ray = pytest.importorskip("ray")
 
 POLICY = {
     "agent.small.d_model": 32,
