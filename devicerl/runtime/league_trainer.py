@@ -201,12 +201,8 @@ class LeagueTrainer(Trainer):
 
     def _ingest(self, t: Trajectory, train: bool = True) -> bool:
         """Count, store and route one trajectory; True when it is a fresh labelled episode."""
-        s = self.state
-        s.env_steps += t.length
-        self.writer.append(t)
-        if not s.add(t):
+        if not self._store(t):
             return False
-        self.recent.append(int(t.success))
         policy = t.extras.get(POLICY_KEY)
         if policy in self.league:
             self.lags.append(self.league[policy].policy.version - t.policy_version)

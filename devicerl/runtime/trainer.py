@@ -360,14 +360,20 @@ class Trainer:
         if s.iteration % cfg.checkpoint_every == 0:
             self.checkpoint()
 
-    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
-        """Count and store one trajectory; True when it joins the replay buffer."""
-        s = self.state
-        s.env_steps += t.length
+    def _store(self, t: Trajectory) -> bool:
+        """Count and store one trajectory; True when it is a complete labelled episode."""
+        self.state.env_steps += t.length
         self.writer.append(t)
-        if not s.add(t):
+        if not self.state.add(t):
             return False
         self.recent.append(int(t.success))
+        return True
+
+    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
+        """Count and store one trajectory; True when it joins the replay buffer."""
+        if not self._store(t):
+            return False
+        s = self.state
         lag = s.version - t.policy_version
         self.lags.append(lag)
         if self.cfg.max_policy_lag and lag >= self.cfg.max_policy_lag:
