@@ -1,4 +1,4 @@
-"""League runs (`devicerl.runtime.league_trainer`): real runs on synthetic devices with small
+"""League runs (`devicerl.runtime.league.trainer`): real runs on synthetic devices with small
 real agents: episodes routed by the mapping, a frozen policy that never changes while it acts,
 the generalist learning from a specialist's episodes, policies added and removed mid-run, PBT
 and snapshots, a named policy evaluated, the single-policy path untouched."""
@@ -16,7 +16,7 @@ from devicerl.data.store import TrajectoryStore
 from devicerl.errors import ConfigError
 from devicerl.league.persist import load_league
 from devicerl.league.state import weights_hash
-from devicerl.runtime.league_trainer import LeagueTrainer, make_trainer
+from devicerl.runtime.league.trainer import LeagueTrainer, make_trainer
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.runtime.trainer import Trainer

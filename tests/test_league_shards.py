@@ -16,7 +16,7 @@ from test_ddp import batch
 
 from devicerl.config import load_config
 from devicerl.league.state import League
-from devicerl.runtime.league_learning import LeagueLearners
+from devicerl.runtime.league.learning import LeagueLearners
 from devicerl.runtime.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]

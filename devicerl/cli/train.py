@@ -84,7 +84,7 @@ def _train(args: argparse.Namespace, group) -> int:
             return 0
         check_run_config(cfg)
         # torch loads here, not for --help
-        from devicerl.runtime.league_trainer import make_trainer
+        from devicerl.runtime.league.trainer import make_trainer
 
         run_dir.lock()
         trainer = make_trainer(cfg, run_dir, resume=True, group=group)
@@ -93,7 +93,7 @@ def _train(args: argparse.Namespace, group) -> int:
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
         check_run_config(cfg)
-        from devicerl.runtime.league_trainer import make_trainer
+        from devicerl.runtime.league.trainer import make_trainer
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
         run_dir, trainer = start_new_run(

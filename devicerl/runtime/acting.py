@@ -26,7 +26,7 @@ from devicerl.runtime.collector import Collector
 from devicerl.runtime.exploration import TaskExploration
 
 if TYPE_CHECKING:
-    from devicerl.runtime.league_acting import LeagueActors
+    from devicerl.runtime.league.acting import LeagueActors
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ With an ``exploration`` (`devicerl.runtime.exploration.TaskExploration`) every e
 exploration level from its task's recent success, passed to the policy as
 ``observation.extras["explore"]``; every labelled episode is recorded there.
 
-With a ``league`` (`devicerl.runtime.league_acting.LeagueActors`) each new episode is assigned a
+With a ``league`` (`devicerl.runtime.league.acting.LeagueActors`) each new episode is assigned a
 policy, the ready devices' inference is batched per policy (one `act` call each,
 `devicerl.league.acting.act_per_policy`), every step records its policy's version and the
 finished trajectory names its policy in ``extras["policy"]``.
@@ -42,7 +42,7 @@ from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.exploration import EXPLORE_KEY, TaskExploration
 
 if TYPE_CHECKING:
-    from devicerl.runtime.league_acting import LeagueActors
+    from devicerl.runtime.league.acting import LeagueActors
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 

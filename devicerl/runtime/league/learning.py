@@ -1,6 +1,6 @@
 """Per-policy learning in a league run: each trainable policy owns a replay buffer and a
 learner (its algorithm and hyperparameters from its `PolicySpec`), in the trainer process by
-default or in a learner shard process (`devicerl.runtime.league_shards`).
+default or in a learner shard process (`devicerl.runtime.league.shards`).
 
 A finished episode goes to `League.destinations(policy)`: its own replay, and those of its
 students (a generalist whose ``learn_from`` names the specialists), where the student's own
@@ -68,7 +68,7 @@ class LeagueLearners:
         self.by_name: dict[str, PolicyLearner] = {}
         self.shards: Any = None
         if cfg.league.learner_shards > 0:
-            from devicerl.runtime.league_shards import LearnerShards
+            from devicerl.runtime.league.shards import LearnerShards
 
             self.shards = LearnerShards(cfg)
         self._pool = (

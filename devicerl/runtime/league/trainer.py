@@ -38,8 +38,8 @@ from devicerl.records import Trajectory
 from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
 from devicerl.runtime.checkpoint import atomic_write_text
 from devicerl.runtime.distributed.group import GroupInfo
-from devicerl.runtime.league_acting import LeagueActors, LeagueTaskSampler, published
-from devicerl.runtime.league_learning import LeagueLearners
+from devicerl.runtime.league.acting import LeagueActors, LeagueTaskSampler, published
+from devicerl.runtime.league.learning import LeagueLearners
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
