@@ -47,6 +47,7 @@ from devicerl.runtime.comparison import (
     RunResult,
     evaluate_agent,
     finished,
+    run_arguments,
     run_config,
     task_rates,
     train_phases,
@@ -370,16 +371,12 @@ def done(out: Path, system: str, seed: int, cfg: TrainConfig, args: argparse.Nam
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="runs/league-benchmark")
+    doc = __doc__.split("\n\n")[0]
+    ap = run_arguments(doc, "runs/league-benchmark", 1000, 4, "env steps per system, in all")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    ap.add_argument("--budget", type=int, default=1000, help="env steps per system, in all")
     ap.add_argument("--marks", type=float, nargs="*", default=[0.6], help="fractions of it")
-    ap.add_argument("--eval-episodes", type=int, default=4, help="test seeds per task")
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=SYSTEMS)
     ap.add_argument("--quick", action="store_true", help="one seed, 240 env steps, 1 test each")
-    ap.add_argument("--fresh", action="store_true", help="re-run finished runs in --out too")
-    ap.add_argument("--allow-commit-change", action="store_true", help="reuse other commits' runs")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/league-DATE.*")
     ap.add_argument("--partial", action="store_true", help="name the saved files -partial")
     ap.add_argument(
@@ -387,7 +384,6 @@ def main() -> None:
         action="store_true",
         help="report the finished runs only, run nothing (a partial report; see --partial)",
     )
-    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     args.left_out = []
     if args.quick:

@@ -25,9 +25,14 @@ of other commits (each run's commit is in the report).
 
 from __future__ import annotations
 
-import argparse
-
-from devicerl.runtime.comparison import ALL_SYSTEMS, SETUPS, SUITES, SYSTEMS, compare
+from devicerl.runtime.comparison import (
+    ALL_SYSTEMS,
+    SETUPS,
+    SUITES,
+    SYSTEMS,
+    compare,
+    run_arguments,
+)
 from devicerl.runtime.comparison_report import diagnostics_table, table, task_table
 
 SYNTHETIC = [  # the setup of tests/test_training.py: 4 boxes, tap the named one
@@ -46,24 +51,15 @@ SYNTHETIC = [  # the setup of tests/test_training.py: 4 boxes, tap the named one
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="runs/learning-benchmark")
+    doc = __doc__.split("\n\n")[0]
+    ap = run_arguments(doc, "runs/learning-benchmark", 8000, 25, "env steps per learner")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--budget", type=int, default=8000, help="env steps per learner")
-    ap.add_argument("--eval-episodes", type=int, default=25, help="test seeds per task")
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=ALL_SYSTEMS)
     ap.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     ap.add_argument("--suite", default="dev", choices=list(SUITES))
     ap.add_argument("--split", default="test", choices=["test", "validation"])
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
-    ap.add_argument("--fresh", action="store_true", help="re-run finished runs in --out too")
-    ap.add_argument(
-        "--allow-commit-change",
-        action="store_true",
-        help="reuse finished runs made by another commit (recorded in the report)",
-    )
-    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     if args.quick:
         args.seeds, args.budget, args.eval_episodes = [0], 1500, 10

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from devicerl.errors import ConfigError
+from devicerl.runtime.comparison import run_arguments
 
 #: Synapse (arXiv 2306.07863), App. A, Table 3: the 104 MiniWoB++ tasks, in its order.
 TABLE3_TASKS: tuple[str, ...] = (
@@ -326,10 +327,8 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
 
 
 def _parse() -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="runs/miniwob-suite")
-    ap.add_argument("--budget", type=int, default=30000, help="training env steps")
-    ap.add_argument("--eval-episodes", type=int, default=20, help="test seeds per task (>= 20)")
+    doc = __doc__.split("\n\n")[0]
+    ap = run_arguments(doc, "runs/miniwob-suite", 30000, 20, "training env steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", default="", help="comma-separated Table 3 tasks (default: all)")
     ap.add_argument("--published", default=None, help="published Table 3 CSV")
@@ -343,13 +342,6 @@ def _parse() -> argparse.Namespace:
         "that fits --minutes",
     )
     ap.add_argument("--minutes", type=float, default=90.0, help="with --measure: time to fit")
-    ap.add_argument("--fresh", action="store_true", help="start over instead of continuing")
-    ap.add_argument(
-        "--allow-commit-change",
-        action="store_true",
-        help="reuse or continue a run made by another commit (recorded in the JSON)",
-    )
-    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     if args.quick:
         args.tasks = args.tasks or ",".join(QUICK_TASKS)

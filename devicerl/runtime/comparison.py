@@ -17,6 +17,7 @@ Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
@@ -54,6 +55,25 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 ENTROPY_FADE_VERSIONS = 80
 #: Benchmark plumbing, not part of a setup: no TensorBoard, no intermediate checkpoints.
 RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=1000000")
+
+
+def run_arguments(
+    description: str, out: str, budget: int, eval_episodes: int, budget_help: str
+) -> argparse.ArgumentParser:
+    """The command line every comparison benchmark shares: its output folder, env budget, test
+    seeds per task, starting over, reusing other commits' runs and extra config overrides."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--out", default=out)
+    ap.add_argument("--budget", type=int, default=budget, help=budget_help)
+    ap.add_argument("--eval-episodes", type=int, default=eval_episodes, help="test seeds per task")
+    ap.add_argument("--fresh", action="store_true", help="start over: re-run the runs in --out")
+    ap.add_argument(
+        "--allow-commit-change",
+        action="store_true",
+        help="reuse or continue runs made by another commit (recorded in the report)",
+    )
+    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
+    return ap
 
 
 def config_file(system: str, setup: str, family: str = "miniwob", configs: Path = CONFIGS) -> Path:
@@ -304,7 +324,7 @@ def train_phases(
     is reached (``current``: the folder still holds the policies as they were at that mark). A
     finished phase of the same config and code is reused; an unfinished one resumes from its
     last checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
-    from devicerl.runtime.league_trainer import make_trainer
+    from devicerl.runtime.league.trainer import make_trainer
 
     phases = [replace(cfg, env_steps=m) for m in marks]
     done, current = -1, -1  # the last finished phase; the phase whose config is saved
