@@ -21,9 +21,10 @@ import json
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -46,6 +47,10 @@ from devicerl.runtime.stop import GracefulStop, StopRequested
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.secrets import scrub
 from devicerl.tasks import TaskSampler, resolve
+
+if TYPE_CHECKING:
+    from devicerl.agents.base import Policy
+    from devicerl.runtime.league.acting import LeagueActors
 
 log = logging.getLogger(__name__)
 
@@ -295,14 +300,25 @@ class Trainer:
             from devicerl.runtime.cluster.fleet import RolloutFleet
 
             return RolloutFleet(cfg, version=self.state.version, weights=weights)
-        k = cfg.trajectories_per_iter
         acting = cfg.agent.make()
         if weights is not None:
             acting.set_weights(weights, self.state.version)
+        return self._collector(lambda: self.make_pool(self._train_sampler()), acting)
+
+    def _collector(
+        self,
+        make_pool: Callable[[], EnvPool],
+        acting: Policy | None,
+        league: LeagueActors | None = None,
+    ) -> BackgroundCollector:
+        """A collector thread acting with ``acting`` (or ``league``'s members) on the pools
+        ``make_pool`` starts, ``trajectories_per_iter`` finished episodes per batch."""
+        cfg = self.cfg
+        k = cfg.trajectories_per_iter
         mailbox = WeightMailbox()
         mailbox.version = self.state.version
         return BackgroundCollector(
-            lambda: self.make_pool(self._train_sampler()),
+            make_pool,
             acting,
             mailbox,
             judge=self._judge_runner(),
@@ -310,6 +326,7 @@ class Trainer:
             overlap=cfg.overlap,
             batch=k,
             exploration=self.exploration,
+            league=league,
         )
 
     def _gather(

@@ -35,7 +35,7 @@ from devicerl.league.persist import load_league, save_league
 from devicerl.league.state import League
 from devicerl.league.table import league_table
 from devicerl.records import Trajectory
-from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
+from devicerl.runtime.acting import CollectionSource
 from devicerl.runtime.checkpoint import atomic_write_text
 from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.league.acting import LeagueActors, LeagueTaskSampler, published
@@ -144,7 +144,6 @@ class LeagueTrainer(Trainer):
 
     def _collection_source(self) -> CollectionSource:
         cfg = self.cfg
-        k = cfg.trajectories_per_iter
         sampler: TaskSampler
         if cfg.league.frontier.enabled:
             seed = cfg.seed * 1_000_003 + self.state.iteration
@@ -156,19 +155,7 @@ class LeagueTrainer(Trainer):
             sampler = self._train_sampler()
             self.actors = LeagueActors(self.league, self.lock)
         self._publish()
-        mailbox = WeightMailbox()
-        mailbox.version = self.state.version
-        return BackgroundCollector(
-            lambda: self.make_pool(sampler),
-            None,
-            mailbox,
-            judge=self._judge_runner(),
-            max_ahead=cfg.max_ahead or 2 * k,
-            overlap=cfg.overlap,
-            batch=k,
-            exploration=self.exploration,
-            league=self.actors,
-        )
+        return self._collector(lambda: self.make_pool(sampler), None, league=self.actors)
 
     # -- one iteration ------------------------------------------------------------------------
     def _iteration(self, bg: CollectionSource, bar: RateProgress):
