@@ -20,10 +20,18 @@ of other commits (each run's commit is in the report).
     python benchmarks/learning.py --setups tuned --systems digirl digirl_no_step_filter \\
         digirl_no_curriculum digirl_no_critics filtered_bc --suite dev16   # the ablations
     python benchmarks/learning.py --quick          # one seed, 1500 steps: a few minutes
+    python benchmarks/learning.py ... --save       # also write benchmarks/results/learning-*
     python benchmarks/learning.py --synthetic      # synthetic devices (under a minute)
 """
 
 from __future__ import annotations
+
+import datetime
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
 
 from devicerl.runtime.comparison import (
     ALL_SYSTEMS,
@@ -34,6 +42,9 @@ from devicerl.runtime.comparison import (
     run_arguments,
 )
 from devicerl.runtime.comparison_report import diagnostics_table, table, task_table
+from devicerl.runtime.provenance import provenance
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 SYNTHETIC = [  # the setup of tests/test_training.py: 4 boxes, tap the named one
     "env.name=synthetic",
@@ -60,16 +71,26 @@ def main() -> None:
     ap.add_argument("--split", default="test", choices=["test", "validation"])
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
+    ap.add_argument(
+        "--save", action="store_true", help="write benchmarks/results/learning[-dev16]-DATE.*"
+    )
     args = ap.parse_args()
     if args.quick:
         args.seeds, args.budget, args.eval_episodes = [0], 1500, 10
     if args.synthetic:  # one setup: the synthetic overrides replace the setup files
         args.seeds, args.budget, args.eval_episodes = [0], 1200, 100
         args.setups = ["tuned"]
-    lines = []
+    text: list[str] = []
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+        text.append(line)
+
+    lines, reports = [], {}
+    args.name = "synthetic" if args.synthetic else args.suite
     for setup in args.setups:
-        out = f"{args.out}/{'synthetic' if args.synthetic else args.suite}/{setup}"
-        report = compare(
+        out = f"{args.out}/{args.name}/{setup}"
+        reports[setup] = report = compare(
             out,
             setup=setup,
             suite=None if args.synthetic else args.suite,
@@ -83,16 +104,37 @@ def main() -> None:
             reuse=not args.fresh,
             allow_commit_change=args.allow_commit_change,
         )
-        print(f"## setup {setup}, suite {args.suite}, {args.split} instances")
-        print(table(report["summary"]))
-        print(task_table(report["summary"]))
+        say(f"## setup {setup}, suite {args.suite}, {args.split} instances")
+        say(table(report["summary"]))
+        say(task_table(report["summary"]))
         if diag := diagnostics_table(report["summary"]):
-            print(diag)
-        print(f"report: {out}/report.md, plot: {out}/learning.png")
-        print(report["result_sampled"])  # the same policies, sampling their actions
+            say(diag)
+        say(f"report: {out}/report.md, plot: {out}/learning.png")
+        say(report["result_sampled"])  # the same policies, sampling their actions
         lines.append(report["result"])
     for line in lines:
-        print(line)
+        say(line)
+    if args.save:
+        save(args, reports, text)
+
+
+def save(args, reports: dict[str, dict], text: list[str]) -> None:
+    """``benchmarks/results/learning[-<suite>]-DATE.{json,txt}`` and a plot per setup; the
+    command and the code that produced them head both files."""
+    suite = "" if args.name == "dev" else f"-{args.name}"
+    stem = f"learning{suite}-{datetime.date.today().isoformat()}"
+    command = "python benchmarks/learning.py " + shlex.join(sys.argv[1:])
+    code = provenance()
+    record = {"command": command, "provenance": code, "suite": args.name, "setups": reports}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    head = f"# {command}\n# commit {code['git_commit']}, dirty={code['git_dirty']}\n"
+    (RESULTS / f"{stem}.txt").write_text(head + "\n".join(text) + "\n", encoding="utf-8")
+    for setup in reports:
+        plot = Path(args.out) / args.name / setup / "learning.png"
+        if plot.exists():
+            shutil.copy(plot, RESULTS / f"{stem}-{setup}.png")
+    print(f"saved {RESULTS}/{stem}.{{json,txt}} and {stem}-<setup>.png")
 
 
 if __name__ == "__main__":

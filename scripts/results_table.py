@@ -1,7 +1,7 @@
 """Writes the README's headline results table from the files in ``benchmarks/results/``.
 
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
-figure in it is typed by hand. The learning row reads the newest ``learning-YYYY-MM-DD.json``
+figure in it is typed by hand. The learning rows read the newest ``learning-YYYY-MM-DD.json``
 (files with a suffix, e.g. ``-v1`` or ``-v2-partial``, are earlier setups kept for the record).
 
     python scripts/results_table.py           # rewrite the table in README.md
@@ -26,7 +26,9 @@ _LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
 def _learning_row(results: Path) -> str:
     name = max(p.name for p in results.glob("learning-*.json") if _LEARNING.match(p.name))
     data = json.loads((results / name).read_text())
-    s = data["summary"]
+    if "setups" in data:
+        return "\n".join(_setup_row(name, setup, r) for setup, r in data["setups"].items())
+    s = data["summary"]  # the first format: one tuned run on the instances it was tuned on
     systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
     cells = ", ".join(
         f"{label} {s[key]['mean']:.3f} ({s[key]['min']:.3f}-{s[key]['max']:.3f})"
@@ -37,14 +39,31 @@ def _learning_row(results: Path) -> str:
         f"{len(data['seeds'])} seeds, tuned setup, instances not held out, clickable-only "
         "random; greedy success, mean (min-max)"
     )
-    held_out = results / name.replace(".json", "-partial.json")
-    if held_out.exists():  # a partial run on held-out test instances (docs/learning.md)
-        budgets = {setup["budget"] for setup in json.loads(held_out.read_text())["setups"].values()}
-        cells += (
-            f"; on held-out test instances only a partial {'/'.join(map(str, sorted(budgets)))}"
-            "-step run exists ([docs/learning.md](docs/learning.md))"
-        )
     return f"| Learning | {setting} | {cells} | `{name}` |"
+
+
+def _setup_row(name: str, setup: str, report: dict) -> str:
+    """One setup of a learning benchmark on test instances: greedy and sampled (T=1) success,
+    each the mean over training seeds with its 95 % t-interval."""
+    s = report["summary"]
+
+    def cell(label: str, key: str) -> str:
+        v = s[key]
+        lo, hi = v["ci95"]
+        slo, shi = v["ci95_sampled"]
+        return (
+            f"{label} {v['mean']:.3f} [{lo:.2f}, {hi:.2f}] / {v['mean_sampled']:.3f} "
+            f"[{slo:.2f}, {shi:.2f}]"
+        )
+
+    systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
+    cells = ", ".join(cell(label, key) for label, key in systems if key in s)
+    setting = (
+        f"small CPU agent online from scratch on MiniWoB++ {report['suite']}, "
+        f"{report['budget']:,} env steps, {len(report['seeds'])} seeds, `{setup}` setup, "
+        f"{report['split']} instances; greedy / sampled success, mean [95 % t-interval]"
+    )
+    return f"| Learning ({setup}) | {setting} | {cells} | `{name}` |"
 
 
 _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
