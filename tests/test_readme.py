@@ -50,3 +50,11 @@ def test_readme_is_short_and_its_links_resolve() -> None:
     for page in (ROOT / "docs").glob("*.md"):
         for link in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
             assert (page.parent / link).exists(), f"{page.name} links to missing {link}"
+
+
+def test_every_config_file_the_docs_name_exists() -> None:
+    pages = [README, *(ROOT / "docs").glob("*.md")]
+    named = {m for page in pages for m in re.findall(r"configs/[\w.-]+\.yaml", page.read_text())}
+    assert named, "the docs name config files"
+    missing = sorted(name for name in named if not (ROOT / name).exists())
+    assert not missing, f"docs name missing config files: {missing}"
