@@ -28,6 +28,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import signal
     import time
 
     from devicerl.errors import ConfigError
@@ -36,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
     if args.local < 1:
         raise ConfigError(f"--local: at least 1 worker node, got {args.local}")
 
+    # Ctrl-C / SIGINT stops the cluster even when started as a background job of a script,
+    # which inherits SIGINT ignored (POSIX shells do that without job control); SIGTERM too.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     local = LocalCluster(args.local, args.cpus, args.groups_per_node)
     local.start()
     try:
