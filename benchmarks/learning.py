@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 
 from devicerl.runtime.comparison import (
+    ABLATIONS,
     ALL_SYSTEMS,
     SETUPS,
     SUITES,
@@ -72,7 +73,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
     ap.add_argument(
-        "--save", action="store_true", help="write benchmarks/results/learning[-dev16]-DATE.*"
+        "--save", action="store_true", help="write benchmarks/results/{learning,ablation}-*"
     )
     args = ap.parse_args()
     if args.quick:
@@ -119,10 +120,12 @@ def main() -> None:
 
 
 def save(args, reports: dict[str, dict], text: list[str]) -> None:
-    """``benchmarks/results/learning[-<suite>]-DATE.{json,txt}`` and a plot per setup; the
-    command and the code that produced them head both files."""
+    """``benchmarks/results/learning[-<suite>]-DATE.{json,txt}`` (``ablation[-<suite>]-DATE``
+    when an ablation is among the systems) and a plot per setup; the command and the code that
+    produced them head both files."""
     suite = "" if args.name == "dev" else f"-{args.name}"
-    stem = f"learning{suite}-{datetime.date.today().isoformat()}"
+    kind = "ablation" if set(args.systems) & set(ABLATIONS) else "learning"
+    stem = f"{kind}{suite}-{datetime.date.today().isoformat()}"
     command = "python benchmarks/learning.py " + shlex.join(sys.argv[1:])
     code = provenance()
     record = {"command": command, "provenance": code, "suite": args.name, "setups": reports}
