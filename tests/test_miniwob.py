@@ -124,6 +124,18 @@ def test_elements_tell_targets_apart(env):
     assert env.step(_tap(r.observation, button)).info["success"]
 
 
+def test_an_episode_starts_with_nothing_the_last_one_focused(env):
+    """A page is reused across episodes; focus must not leak from one to the next (a policy
+    learned to read a focused Submit button as "the previous episode submitted")."""
+    for target in ("textbox", "button"):  # the episode goes on / ends (Submit)
+        obs = env.reset("miniwob/enter-text", seed=1)
+        assert not any(e.focused for e in obs.elements)
+        r = env.step(_tap(obs, next(e for e in obs.elements if e.role == target)))
+        assert r.done or [e.role for e in r.observation.elements if e.focused] == [target]
+        obs = env.reset("miniwob/enter-text", seed=2)
+        assert not any(e.focused for e in obs.elements), target
+
+
 def test_oracle_solves_the_dev_split(env):
     for task in DEV:
         oracle = MiniWoBOracle(task)

@@ -238,8 +238,12 @@ class BrowserEnv(DeviceEnv):
         self._episodes += 1
         opts = {"clip": list(self._screen), "skip": list(setup.skip_ids), "max": self.max_elements}
         self._observe_js = observe_expression(json.dumps(opts), suite.status_script(task))
+        # A reused page keeps its focus and selection across episodes; drop them first, so an
+        # episode starts as on a freshly loaded page (the task may then focus what it wants).
         expr = (
-            f"(async () => {{ const r = await ({suite.reset_script(task, seed)}); "
+            "(async () => { document.activeElement?.blur(); "
+            "window.getSelection()?.removeAllRanges(); "
+            f"const r = await ({suite.reset_script(task, seed)}); "
             f"window.__drl.resetIds(); {picker_reset_js(self._screen)} return r; }})()"
         )
         reset_value = await self._evaluate(expr, await_promise=True)
