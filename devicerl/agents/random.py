@@ -57,15 +57,14 @@ class UniformPolicy(Policy):
     def _types(self, meta: Any) -> list[ActionType]:
         allowed = self.config.allowed_types
         types = [t for t in VALID_TYPES if allowed is None or t.value in allowed]
-        ok = []
-        for t in types:
-            free = self.config.swipes or self.config.point_actions
-            if t is ActionType.DUAL_POINT and not (meta.elements or free):
-                continue
-            if t is ActionType.TYPE and not meta.token_spans:
-                continue
-            ok.append(t)
-        return ok
+        gestures_anywhere = self.config.swipes or self.config.point_actions
+        no_tap = not (meta.elements or gestures_anywhere)
+        return [
+            t
+            for t in types
+            if not (t is ActionType.DUAL_POINT and no_tap)
+            and not (t is ActionType.TYPE and not meta.token_spans)
+        ]
 
     def _one(self, meta: Any) -> Action:
         from devicerl.agents.small import span_text, swipe_action
