@@ -91,6 +91,25 @@ def test_select_curriculum_then_step_filter() -> None:
     assert stats["train/kept_steps"] == 7 and stats["train/kept_trajectories"] == 4
 
 
+def test_rehearsal_adds_each_tasks_best_successes_to_the_curriculum() -> None:
+    # top-p 0.25 of 4 keeps a alone (A_instr .7); rehearse=1 adds the best success of every
+    # other task: c (.2) and d (.4), never the failure b; c's first step fails the step filter
+    samples, stats = learner(top_p=0.25).select(data())
+    assert kept(samples) == {("a", 0), ("a", 1), ("a", 2)}
+    samples, stats = learner(top_p=0.25, rehearse=1).select(data())
+    assert kept(samples) == {("a", 0), ("a", 1), ("a", 2), ("c", 1), ("d", 0), ("d", 1)}
+    assert stats["train/curriculum_kept_frac"] == 0.75
+    # two successes of task t/c: rehearse=1 keeps the one with the higher A_instr (.4 > .2)
+    twin = trajectory("d", [0.9, 0.7], success=True, max_steps=10)
+    twin.task = "t/c"
+    samples, stats = learner(top_p=0.2, rehearse=1).select([*data(), twin])
+    assert stats["train/kept_trajectories"] == 3  # a, d and the twin
+    assert ("c", 1) not in kept(samples)
+    assert sum(1 for s in samples if s.trajectory is twin) == 2
+    _, stats = learner(top_p=0.2).select([*data(), twin])
+    assert stats["train/kept_trajectories"] == 1
+
+
 def test_ablation_switches() -> None:
     every = {(n, i) for n, k in (("a", 3), ("b", 3), ("c", 2), ("d", 2)) for i in range(k)}
     samples, stats = learner(top_p=1.0, step_filter=False).select(data())

@@ -113,6 +113,14 @@ class DigiRLConfig:
         default=True,
         metadata={"help": "ablation: off = no critics, top-p by return, every step (Filtered BC)"},
     )
+    rehearse: int = field(
+        default=0,
+        metadata={
+            "help": "addition: per task in the sample, this many of its successes (highest "
+            "A_instr first) join the curriculum, so solved tasks are not forgotten (0: the paper)",
+            "min": 0,
+        },
+    )
     critic_warmup: int = field(
         default=0, metadata={"help": "first iterations that train only the critics", "min": 0}
     )

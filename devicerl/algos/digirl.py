@@ -15,6 +15,8 @@ curriculum's trajectories; ``curriculum=false`` sends every sampled trajectory t
 filter; ``critics=false`` trains no critic and keeps the top-p trajectories by return with all
 their steps (Filtered BC on DigiRL's sample). ``critic_warmup`` iterations train only the
 critics first (the offline and off-to-online configs use it, as the reference does).
+``rehearse`` = N > 0 (an addition, off by default) adds to the curriculum, per task in the
+sample, its N successes with the highest A_instr, so a solved task keeps being imitated.
 
 Diagnostics, every iteration: the share of steps the step filter keeps, the share of
 trajectories the curriculum keeps, and the critics on a held-out slice of trajectories (about
@@ -43,6 +45,7 @@ from devicerl.algos.formulas import (
     instruction_advantages,
     keep_steps,
     mc_returns,
+    rehearsal_mask,
     step_advantages,
     two_head_bce,
     value_bce,
@@ -200,7 +203,14 @@ class DigiRL(Learner):
             return samples, self._select_stats(pool, kept_traj, samples, None, None)
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
-        mask = curriculum_mask(a_instr, cfg.top_p) if cfg.curriculum else [True] * len(pool)
+        if not cfg.curriculum:
+            mask = [True] * len(pool)
+        else:
+            mask = curriculum_mask(a_instr, cfg.top_p)
+            if cfg.rehearse:
+                tasks = [t.task for t in pool]
+                mask = mask | rehearsal_mask(tasks, final, a_instr, cfg.rehearse)
+            mask = mask.tolist()
         kept_traj = [t for t, k in zip(pool, mask) if k]
         samples: list[Sample] = []
         all_adv = []

@@ -3,7 +3,7 @@
 Notation follows the DigiRL paper (arXiv 2406.11896, eqs. 4.2-4.6): a trajectory has steps
 h = 1..H with rewards r_h in {0, 1} (sparse: only the solving step is 1) and final reward r_H.
 
-Choices where the paper leaves room (documented in the README's "Training" section):
+Choices where the paper leaves room (documented in docs/learning.md):
 - In the step advantage, H is the trajectory's own length, so the last step carries the full
   final reward (lambda^0 = 1); the keep threshold 1/H uses the task's horizon (its step budget),
   so a 1-step success is kept (A = 1 > 1/horizon).
@@ -15,6 +15,7 @@ Choices where the paper leaves room (documented in the README's "Training" secti
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -70,6 +71,23 @@ def top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
 def curriculum_mask(instr_advantages: torch.Tensor, top_p: float) -> torch.Tensor:
     """DigiRL's instruction-level curriculum: keep the top-p trajectories by A_instr."""
     return top_p_mask(instr_advantages, top_p)
+
+
+def rehearsal_mask(
+    tasks: Sequence[str], successes: torch.Tensor, scores: torch.Tensor, per_task: int
+) -> torch.Tensor:
+    """For each task, its ``per_task`` successful trajectories with the highest ``scores``
+    (an addition to the curriculum: a solved task, whose successes have A_instr near 0, is
+    otherwise left out of every update and forgotten)."""
+    mask = torch.zeros(len(tasks), dtype=torch.bool)
+    by_task: dict[str, list[int]] = {}
+    for i, (task, ok) in enumerate(zip(tasks, successes.tolist())):
+        if ok > 0:
+            by_task.setdefault(task, []).append(i)
+    for rows in by_task.values():
+        rows.sort(key=lambda i: -float(scores[i]))
+        mask[rows[:per_task]] = True
+    return mask
 
 
 def filtered_bc_mask(returns: torch.Tensor, top_p: float) -> torch.Tensor:
