@@ -203,15 +203,12 @@ class DigiRL(Learner):
             return samples, self._select_stats(pool, kept_traj, samples, None, None)
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
-        if not cfg.curriculum:
-            mask = [True] * len(pool)
-        else:
+        mask = torch.ones(len(pool), dtype=torch.bool)
+        if cfg.curriculum:
             mask = curriculum_mask(a_instr, cfg.top_p)
             if cfg.rehearse:
-                tasks = [t.task for t in pool]
-                mask = mask | rehearsal_mask(tasks, final, a_instr, cfg.rehearse)
-            mask = mask.tolist()
-        kept_traj = [t for t, k in zip(pool, mask) if k]
+                mask |= rehearsal_mask([t.task for t in pool], final, a_instr, cfg.rehearse)
+        kept_traj = [t for t, k in zip(pool, mask.tolist()) if k]
         samples: list[Sample] = []
         all_adv = []
         if kept_traj:

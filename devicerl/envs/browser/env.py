@@ -235,8 +235,7 @@ class BrowserEnv(DeviceEnv):
             # Web fonts load after "load": wait, so the first episode lays out like the rest.
             await self._evaluate("document.fonts.ready.then(() => true)", await_promise=True)
             self._loaded_url = setup.url
-        else:  # the pointer the last episode left would keep an element hovered
-            await self._page.mouse.move(-1, -1)
+        await self._page.mouse.move(-1, -1)  # where the last tap left it, it would hover
         self._episodes += 1
         opts = {"clip": list(self._screen), "skip": list(setup.skip_ids), "max": self.max_elements}
         self._observe_js = observe_expression(json.dumps(opts), suite.status_script(task))
