@@ -145,6 +145,20 @@ def test_an_episode_starts_as_on_a_fresh_page(env, task):
         assert first(env, 5) == expected
 
 
+def test_a_step_is_observed_once_its_animation_has_ended(env):
+    """Opening click-collapsible's section slides it open over ~400 ms; observed at once, the
+    boxes below it are still moving (the agent would tap where Submit was), and typing
+    meanwhile looked like a step that changed the page. A step waits until the page settles."""
+    obs = env.reset("miniwob/click-collapsible", seed=0)
+    header = next(e for e in obs.elements if e.role == "tab")
+    r = env.step(_tap(obs, header))
+    time.sleep(1.0)
+    later = env.step(Action.invalid("look", "observe again, acting on nothing"))
+    assert [vars(e) for e in r.observation.elements] == [vars(e) for e in later.observation.elements]
+    with pytest.raises(ConfigError, match="settle_ms"):
+        make("miniwob", settle_ms=-1)
+
+
 def test_oracle_solves_the_dev_split(env):
     for task in DEV:
         oracle = MiniWoBOracle(task)

@@ -8,7 +8,10 @@ script, so it runs before the page's own scripts). It defines ``window.__drl`` w
   needs one evaluation for status and elements together;
 - ``resetIds()``: element ids are ``e0, e1, ...`` in document order of first sight, stable
   for the element's life within an episode and reset at each episode start (so equal seeds
-  give equal ids).
+  give equal ids);
+- ``settle(capMs, gapMs)``: resolves once no animation runs (finite CSS animations and
+  transitions, Web Animations, jQuery's animation timers), polling every ``gapMs``, or after
+  ``capMs``; true when the page settled.
 
 It also notes which elements get click-like listeners (``addEventListener`` is wrapped), so
 ``clickable`` covers elements made clickable by script, not only buttons and links.
@@ -183,7 +186,23 @@ DOM_SCRIPT = r"""
 
   function resetIds() { ids = new WeakMap(); nextId = 0; }
 
-  Object.defineProperty(window, "__drl", {value: {observe, resetIds}, enumerable: false});
+  function animating() {
+    const finite = a => a.playState === "running" &&
+      Number.isFinite(a.effect ? a.effect.getComputedTiming().endTime : Infinity);
+    const jq = window.jQuery;
+    return document.getAnimations().some(finite) || !!(jq && jq.timers && jq.timers.length);
+  }
+
+  async function settle(capMs, gapMs) {
+    const end = performance.now() + capMs;
+    while (animating() && performance.now() < end) {
+      await new Promise(r => setTimeout(r, gapMs));
+    }
+    return !animating();
+  }
+
+  Object.defineProperty(window, "__drl", {value: {observe, resetIds, settle},
+                                          enumerable: false});
 })();
 """
 

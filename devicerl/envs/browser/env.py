@@ -52,6 +52,9 @@ from devicerl.records import Observation, Task
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: With ``settle_ms``, how often a step looks again whether the page's animations have ended.
+SETTLE_GAP_MS = 20
+
 #: Resolves after the next rendered frame (style and layout done).
 _NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(true), 0)))"
 
@@ -64,8 +67,10 @@ class BrowserEnv(DeviceEnv):
     only, much cheaper); ``image_format`` (``"jpeg"`` or ``"png"``) and ``jpeg_quality``;
     ``share_browser`` (the devices of a process share one Chromium, each in its own context;
     False: a private Chromium, so a crash takes only this device down); ``allow_hosts`` (extra
-    hosts beyond the task's own); ``step_timeout_s`` / ``reset_timeout_s``; ``settle_ms`` (wait
-    after each action, for animated pages); ``max_elements``; ``max_steps`` (overrides the
+    hosts beyond the task's own); ``step_timeout_s`` / ``reset_timeout_s``; ``settle_ms`` (default
+    800: after an action, wait until the page's animations have ended, for at most this long,
+    so an observation does not catch an opening accordion halfway with boxes that are about
+    to move; 0: observe at once); ``max_elements``; ``max_steps`` (overrides the
     tasks' budgets); ``swipe`` (``"auto"``, ``"drag"`` or ``"scroll"``); ``executable`` /
     ``browser_args`` / ``fast_frames`` / ``temp_dir`` (how Chromium starts); ``suite_options``
     (per suite name, passed to its `WebSuite`, e.g. ``{"miniwob": {"time_limit_s": 10}}``);
@@ -90,7 +95,7 @@ class BrowserEnv(DeviceEnv):
         allow_hosts: list[str] | tuple[str, ...] = (),
         step_timeout_s: float = 30.0,
         reset_timeout_s: float = 60.0,
-        settle_ms: float = 0.0,
+        settle_ms: float = 800.0,
         max_elements: int = 300,
         max_steps: int | None = None,
         swipe: str = "auto",
@@ -110,6 +115,8 @@ class BrowserEnv(DeviceEnv):
             raise ConfigError(f"jpeg_quality must be in 1..100, got {jpeg_quality}")
         if max_steps is not None and max_steps < 1:
             raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
+        if settle_ms < 0:
+            raise ConfigError(f"settle_ms must be >= 0, got {settle_ms}")
         if min(step_timeout_s, reset_timeout_s) <= 0:
             raise ConfigError("step_timeout_s and reset_timeout_s must be > 0")
         self.viewport = parse_viewport(viewport)
@@ -266,8 +273,9 @@ class BrowserEnv(DeviceEnv):
         noop = None
         if not action.is_invalid and not action.is_terminal:
             noop = await self._act_async(action)
-        if self.settle_ms > 0:
-            await asyncio.sleep(self.settle_ms / 1000)
+            if noop is None and self.settle_ms > 0:
+                settle = f"window.__drl.settle({self.settle_ms}, {SETTLE_GAP_MS})"
+                await self._evaluate(settle, await_promise=True)
         value, shot = await self._observe_async()
         return value, shot, noop
 
