@@ -154,7 +154,8 @@ def test_a_step_is_observed_once_its_animation_has_ended(env):
     r = env.step(_tap(obs, header))
     time.sleep(1.0)
     later = env.step(Action.invalid("look", "observe again, acting on nothing"))
-    assert [vars(e) for e in r.observation.elements] == [vars(e) for e in later.observation.elements]
+    settled = [vars(e) for e in later.observation.elements]
+    assert [vars(e) for e in r.observation.elements] == settled
     with pytest.raises(ConfigError, match="settle_ms"):
         make("miniwob", settle_ms=-1)
 
