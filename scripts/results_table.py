@@ -1,8 +1,9 @@
 """Writes the README's headline results table from the files in ``benchmarks/results/``.
 
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
-figure in it is typed by hand. The learning rows read the newest ``learning-YYYY-MM-DD.json``
-(files with a suffix, e.g. ``-v1`` or ``-v2-partial``, are earlier setups kept for the record).
+figure in it is typed by hand. The learning rows read the newest ``learning-YYYY-MM-DD.json`` and
+``learning-dev16-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1`` or ``-focus-leak``,
+are earlier runs kept for the record).
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -21,6 +22,17 @@ RESULTS = ROOT / "benchmarks" / "results"
 README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 _LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
+_LEARNING_DEV16 = re.compile(r"^learning-dev16-\d{4}-\d{2}-\d{2}\.json$")
+
+
+def _dev16_rows(results: Path) -> list[str]:
+    """The newest dev16 learning benchmark's setups, if one was committed."""
+    names = [p.name for p in results.glob("learning-dev16-*.json") if _LEARNING_DEV16.match(p.name)]
+    if not names:
+        return []
+    name = max(names)
+    data = json.loads((results / name).read_text())
+    return [_setup_row(name, setup, r) for setup, r in data["setups"].items()]
 
 
 def _learning_row(results: Path) -> str:
@@ -63,7 +75,8 @@ def _setup_row(name: str, setup: str, report: dict) -> str:
         f"{report['budget']:,} env steps, {len(report['seeds'])} seeds, `{setup}` setup, "
         f"{report['split']} instances; greedy / sampled success, mean [95 % t-interval]"
     )
-    return f"| Learning ({setup}) | {setting} | {cells} | `{name}` |"
+    suite = "" if report["suite"] == "dev" else f"{report['suite']} "
+    return f"| Learning {suite}({setup}) | {setting} | {cells} | `{name}` |"
 
 
 _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
@@ -108,6 +121,7 @@ def table(results: Path = RESULTS) -> str:
         "| benchmark | setting | result | source |",
         "|---|---|---|---|",
         _learning_row(results),
+        *_dev16_rows(results),
         "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
         f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "
         f"{pool['vs_gymnasium_heavy64']:.2f}x gymnasium AsyncVectorEnv, "
@@ -117,7 +131,7 @@ def table(results: Path = RESULTS) -> str:
         f"{faults['ratio']:.2f} of the fault-free env-steps/s | `pool_faults.json` |",
     ]
     if league := _league_row(results):
-        rows.insert(3, league)
+        rows.insert(rows.index(next(r for r in rows if r.startswith("| Pool"))), league)
     return "\n".join(rows)
 
 
