@@ -160,6 +160,31 @@ def test_a_step_is_observed_once_its_animation_has_ended(env):
         make("miniwob", settle_ms=-1)
 
 
+def test_typing_with_no_text_field_focused_does_nothing_as_on_a_phone(env):
+    """click-dialog focuses the dialog's close button. On a desktop a typed space clicks it
+    (a policy solved the task by typing 'clicking the "x'); a phone shows no keyboard unless a
+    text field is focused, so with phone controls (the default) the step does nothing."""
+    obs = env.reset("miniwob/click-dialog", seed=0)
+    assert any(e.focused and e.role == "button" for e in obs.elements)
+    r = env.step(Action.type_text("clicking the x"))
+    assert "no text field is focused" in r.info["noop"] and not r.done
+    assert r.observation.same_screen(obs)
+    desktop = make("miniwob", screenshot=False, phone_controls=False)
+    try:
+        desktop.reset("miniwob/click-dialog", seed=0)
+        assert desktop.step(Action.type_text("clicking the x")).info["success"]
+    finally:
+        desktop.close()
+    obs = env.reset("miniwob/enter-text", seed=0)  # a focused text field still takes it
+    box = next(e for e in obs.elements if e.editable)
+    env.step(_tap(obs, box))
+    r = env.step(Action.type_text("a b"))
+    assert (
+        not r.info.get("noop")
+        and next(e for e in r.observation.elements if e.editable).value == "a b"
+    )
+
+
 def test_oracle_solves_the_dev_split(env):
     for task in DEV:
         oracle = MiniWoBOracle(task)

@@ -9,6 +9,8 @@ script, so it runs before the page's own scripts). It defines ``window.__drl`` w
 - ``resetIds()``: element ids are ``e0, e1, ...`` in document order of first sight, stable
   for the element's life within an episode and reset at each episode start (so equal seeds
   give equal ids);
+- ``editableFocused()``: whether the focused element (inside iframes and shadow roots too)
+  takes typed text;
 - ``settle(capMs, gapMs)``: resolves once no animation runs (finite CSS animations and
   transitions, Web Animations, jQuery's animation timers), polling every ``gapMs``, or after
   ``capMs``; true when the page settled.
@@ -93,6 +95,14 @@ DOM_SCRIPT = r"""
     }
     return "";
   }
+  function isEditable(el, tag) {
+    return el.isContentEditable || tag === "TEXTAREA" ||
+      (tag === "INPUT" && !NON_TEXT_INPUTS.has(el.type));
+  }
+  function editableFocused() {
+    const a = deepActive(document);
+    return !!a && isEditable(a, a.tagName);
+  }
   function deepActive(doc) {
     let a = doc.activeElement;
     for (;;) {
@@ -144,8 +154,7 @@ DOM_SCRIPT = r"""
         tag !== "BODY" && tag !== "HTML";
       if (shown) {
         const role = roleOf(el, tag);
-        const editable = el.isContentEditable || tag === "TEXTAREA" ||
-          (tag === "INPUT" && !NON_TEXT_INPUTS.has(el.type));
+        const editable = isEditable(el, tag);
         const clickable = INTERACTIVE_TAGS.has(tag) || INTERACTIVE_ROLES.has(role) ||
           listened.has(el) || el.onclick != null || st.cursor === "pointer";
         const leaf = el.childElementCount === 0;
@@ -201,7 +210,7 @@ DOM_SCRIPT = r"""
     return !animating();
   }
 
-  Object.defineProperty(window, "__drl", {value: {observe, resetIds, settle},
+  Object.defineProperty(window, "__drl", {value: {observe, resetIds, settle, editableFocused},
                                           enumerable: false});
 })();
 """

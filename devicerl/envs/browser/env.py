@@ -78,7 +78,9 @@ class BrowserEnv(DeviceEnv):
     the desktop control is out of reach of AitW actions, behave as the phone: a tapped
     ``<select>`` opens a list of tappable options and date/time inputs take typed text
     (`devicerl.envs.browser.pickers`), a swipe on scrollable content scrolls it
-    (`devicerl.envs.browser.touch_scroll`); False: desktop Chromium as is).
+    (`devicerl.envs.browser.touch_scroll`), and typing with no text field focused does
+    nothing, as a phone shows no keyboard then (on a desktop a typed space clicks a focused
+    button or scrolls the page); False: desktop Chromium as is).
     """
 
     name = "browser"
@@ -334,6 +336,8 @@ class BrowserEnv(DeviceEnv):
                 await page.mouse.move(lx, ly, steps=8)
                 await page.mouse.up()
         elif action.type is ActionType.TYPE:
+            if self.phone_controls and not await self._evaluate("window.__drl.editableFocused()"):
+                return "type does nothing: no text field is focused (a phone shows no keyboard)"
             await page.keyboard.type(action.text)
         elif action.type is ActionType.PRESS_ENTER:
             await page.keyboard.press("Enter")
