@@ -23,7 +23,7 @@ checkpoint (`devicerl.runtime.comparison.run_one` with ``resume``); a finished r
 config and code is read instead of re-run.
 
     python benchmarks/miniwob_suite.py --measure 300        # env steps/s on the 104-task mix
-    python benchmarks/miniwob_suite.py --out runs/miniwob-suite   # 30,000 env steps
+    python benchmarks/miniwob_suite.py --out runs/miniwob-suite   # 20,000 env steps, ~85 min
     python benchmarks/miniwob_suite.py --quick              # 5 tasks, tiny budget: minutes
 """
 
@@ -328,7 +328,7 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> Path:
 
 def _parse() -> argparse.Namespace:
     doc = __doc__.split("\n\n")[0]
-    ap = run_arguments(doc, "runs/miniwob-suite", 30000, 20, "training env steps")
+    ap = run_arguments(doc, "runs/miniwob-suite", 20000, 20, "training env steps")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tasks", default="", help="comma-separated Table 3 tasks (default: all)")
     ap.add_argument("--published", default=None, help="published Table 3 CSV")
@@ -338,8 +338,8 @@ def _parse() -> argparse.Namespace:
         type=int,
         default=0,
         metavar="N",
-        help="train N env steps on the mix, no evaluation; print env steps/s and the budget "
-        "that fits --minutes",
+        help="train N env steps on the mix and evaluate one episode per task; print both "
+        "phases' env steps/s and the training budget that fits --minutes",
     )
     ap.add_argument("--minutes", type=float, default=90.0, help="with --measure: time to fit")
     args = ap.parse_args()
@@ -369,26 +369,38 @@ def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: 
 
 
 def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
-    """A short training run on the mix (no evaluation): env steps/s and a budget that fits."""
+    """A short training run on the mix, then one greedy test episode per task: env steps/s of
+    each phase (training includes the learner's updates, evaluation only acts) and the
+    training budget that fits ``--minutes`` with the full evaluation."""
+    from devicerl.runtime.comparison import evaluate_agent
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.trainer import Trainer
 
     cfg = _config(args, tasks, args.measure, ["eval.at_end=false"])
     run_dir = RunDir(Path(args.out) / "measure").start_new(overwrite=True)
     run_dir.save_config(cfg)
-    t0 = time.time()
     summary = Trainer(cfg, run_dir).run()
     steps, wall = int(summary["env_steps"]), float(summary["elapsed_s"])
     rate = steps / wall
-    per_episode = steps / max(1, int(summary["episodes"]))
+    one = _config(args, tasks, args.measure, ["eval.episodes_per_task=1"])
+    sub = Path(args.out) / "measure-eval"
+    evaluate_agent(one, run_dir.path / "agent", sub, greedy=True, reuse=False)
+    done = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
+    eval_rate = int(done["eval"]["env_steps"]) / float(done["elapsed_s"])
+    per_episode = int(done["eval"]["env_steps"]) / max(1, int(done["eval"]["episodes"]))
     eval_steps = len(tasks) * args.eval_episodes * per_episode
-    budget = max(0, int(rate * args.minutes * 60 - eval_steps))
+    eval_s = eval_steps / eval_rate
+    budget = max(0, int(rate * (args.minutes * 60 - eval_s)))
     print(
-        f"measured: {steps} env steps in {wall:.0f} s ({time.time() - t0:.0f} s with start-up) "
-        f"= {rate:.2f} env steps/s on {len(tasks)} tasks, {per_episode:.1f} steps/episode; "
-        f"evaluation ~{eval_steps:.0f} steps; budget for {args.minutes:.0f} min: ~{budget}"
+        f"measured: training {steps} env steps in {wall:.0f} s = {rate:.2f} env steps/s; "
+        f"evaluation {eval_rate:.2f} env steps/s, {per_episode:.1f} steps/episode on "
+        f"{len(tasks)} tasks, ~{eval_steps:.0f} steps (~{eval_s / 60:.0f} min) for "
+        f"{args.eval_episodes} per task; training budget for {args.minutes:.0f} min: ~{budget}"
     )
-    print(f"RESULT env_steps_per_s={rate:.3f} tasks={len(tasks)} suggested_budget={budget}")
+    print(
+        f"RESULT env_steps_per_s={rate:.3f} eval_env_steps_per_s={eval_rate:.3f} "
+        f"tasks={len(tasks)} suggested_budget={budget}"
+    )
 
 
 def main() -> int:
