@@ -2,8 +2,9 @@
 
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
 figure in it is typed by hand. The learning rows read the newest ``learning-YYYY-MM-DD.json`` and
-``learning-dev16-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1`` or ``-focus-leak``,
-are earlier runs kept for the record).
+``learning-dev16-YYYY-MM-DD.json``, the full-suite row the newest ``miniwob-suite-YYYY-MM-DD.json``
+(files with another suffix, e.g. ``-v1``, ``-focus-leak`` or ``-4k``, are earlier or smaller runs
+kept for the record).
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -113,6 +114,32 @@ def _league_row(results: Path) -> str | None:
     return f"| League | {setting} | {cells} {link} | `{name}` |"
 
 
+_SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
+
+
+def _suite_row(results: Path) -> str | None:
+    """The newest full-suite benchmark (docs/reach.md#full-suite-benchmark), if committed."""
+    names = sorted(p.name for p in results.glob("miniwob-suite-*.json") if _SUITE.match(p.name))
+    if not names:
+        return None
+    data = json.loads((results / names[-1]).read_text())
+    s, cols = data["summary"], data["summary"]["columns"]
+    setting = (
+        f"small CPU agent, one DigiRL run (`tuned` + reach heads) online from scratch over "
+        f"Synapse's {s['tasks']} tasks, {data['env_steps']:,} env steps, 1 seed, "
+        f"{data['eval_episodes']} test instances per task; greedy success, mean over all tasks "
+        "(out of reach = 0)"
+    )
+    cells = (
+        f"DigiRL {s['suite_mean']:.3f} ({s['tasks_at_human']} tasks at human level); published: "
+        f"CC-Net (BC only) {cols['CC-Net(BC)']['mean_all']:.3f}, best pre-2022 "
+        f"{cols['Others']['mean_reported']:.3f} (its {cols['Others']['reported']} tasks), "
+        f"human {cols['Human']['mean_all']:.3f} "
+        "([docs/reach.md](docs/reach.md#full-suite-benchmark))"
+    )
+    return f"| MiniWoB++ full suite | {setting} | {cells} | `{names[-1]}` |"
+
+
 def table(results: Path = RESULTS) -> str:
     """The Markdown table, from the result files alone."""
     pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
@@ -130,8 +157,8 @@ def table(results: Path = RESULTS) -> str:
         f"workers killed per minute, {faults['hang_rate']:.0%} of steps hung | "
         f"{faults['ratio']:.2f} of the fault-free env-steps/s | `pool_faults.json` |",
     ]
-    if league := _league_row(results):
-        rows.insert(rows.index(next(r for r in rows if r.startswith("| Pool"))), league)
+    pool_at = rows.index(next(r for r in rows if r.startswith("| Pool")))
+    rows[pool_at:pool_at] = [r for r in (_suite_row(results), _league_row(results)) if r]
     return "\n".join(rows)
 
 

@@ -58,3 +58,18 @@ def test_every_config_file_the_docs_name_exists() -> None:
     assert named, "the docs name config files"
     missing = sorted(name for name in named if not (ROOT / name).exists())
     assert not missing, f"docs name missing config files: {missing}"
+
+
+def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks/results", results)
+    for old in results.glob("miniwob-suite-????-??-??.json"):
+        old.unlink()
+    script = _script()
+    assert "MiniWoB++ full suite" not in script.table(results)  # -4k / -reduced runs: no row
+    data = json.loads((results / "miniwob-suite-2026-11-23-4k.json").read_text())
+    data["summary"]["suite_mean"], data["env_steps"] = 0.4321, 12345
+    (results / "miniwob-suite-2099-01-01.json").write_text(json.dumps(data))
+    row = next(r for r in script.table(results).splitlines() if "MiniWoB++ full suite" in r)
+    assert "DigiRL 0.432 (9 tasks at human level)" in row and "12,345 env steps" in row
+    assert "best pre-2022 0.646 (its 88 tasks)" in row and "miniwob-suite-2099-01-01.json" in row
