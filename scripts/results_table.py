@@ -24,20 +24,28 @@ README = ROOT / "README.md"
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 _LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
 _LEARNING_DEV16 = re.compile(r"^learning-dev16-\d{4}-\d{2}-\d{2}\.json$")
+_LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
+_SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
+
+
+def _newest(results: Path, pattern: re.Pattern[str]) -> str | None:
+    """The newest result file whose name matches ``pattern`` (names sort by their date)."""
+    return max((p.name for p in results.glob("*.json") if pattern.match(p.name)), default=None)
 
 
 def _dev16_rows(results: Path) -> list[str]:
     """The newest dev16 learning benchmark's setups, if one was committed."""
-    names = [p.name for p in results.glob("learning-dev16-*.json") if _LEARNING_DEV16.match(p.name)]
-    if not names:
+    name = _newest(results, _LEARNING_DEV16)
+    if name is None:
         return []
-    name = max(names)
     data = json.loads((results / name).read_text())
     return [_setup_row(name, setup, r) for setup, r in data["setups"].items()]
 
 
 def _learning_row(results: Path) -> str:
-    name = max(p.name for p in results.glob("learning-*.json") if _LEARNING.match(p.name))
+    name = _newest(results, _LEARNING)
+    if name is None:
+        raise SystemExit(f"no learning-YYYY-MM-DD.json in {results}")
     data = json.loads((results / name).read_text())
     if "setups" in data:
         return "\n".join(_setup_row(name, setup, r) for setup, r in data["setups"].items())
@@ -80,15 +88,11 @@ def _setup_row(name: str, setup: str, report: dict) -> str:
     return f"| Learning {suite}({setup}) | {setting} | {cells} | `{name}` |"
 
 
-_LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
-
-
 def _league_row(results: Path) -> str | None:
     """The newest league benchmark (docs/league.md#benchmark), if one was committed."""
-    names = sorted(p.name for p in results.glob("league-*.json") if _LEAGUE.match(p.name))
-    if not names:
+    name = _newest(results, _LEAGUE)
+    if name is None:
         return None
-    name = names[-1]
     data = json.loads((results / name).read_text())
     s = data["summary"]
 
@@ -114,15 +118,12 @@ def _league_row(results: Path) -> str | None:
     return f"| League | {setting} | {cells} {link} | `{name}` |"
 
 
-_SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
-
-
 def _suite_row(results: Path) -> str | None:
     """The newest full-suite benchmark (docs/reach.md#full-suite-benchmark), if committed."""
-    names = sorted(p.name for p in results.glob("miniwob-suite-*.json") if _SUITE.match(p.name))
-    if not names:
+    name = _newest(results, _SUITE)
+    if name is None:
         return None
-    data = json.loads((results / names[-1]).read_text())
+    data = json.loads((results / name).read_text())
     s, cols = data["summary"], data["summary"]["columns"]
     setting = (
         f"small CPU agent, one DigiRL run (`tuned` + reach heads) online from scratch over "
@@ -137,7 +138,7 @@ def _suite_row(results: Path) -> str | None:
         f"human {cols['Human']['mean_all']:.3f} "
         "([docs/reach.md](docs/reach.md#full-suite-benchmark))"
     )
-    return f"| MiniWoB++ full suite | {setting} | {cells} | `{names[-1]}` |"
+    return f"| MiniWoB++ full suite | {setting} | {cells} | `{name}` |"
 
 
 def table(results: Path = RESULTS) -> str:
@@ -149,6 +150,7 @@ def table(results: Path = RESULTS) -> str:
         "|---|---|---|---|",
         _learning_row(results),
         *_dev16_rows(results),
+        *(r for r in (_suite_row(results), _league_row(results)) if r),
         "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
         f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "
         f"{pool['vs_gymnasium_heavy64']:.2f}x gymnasium AsyncVectorEnv, "
@@ -157,8 +159,6 @@ def table(results: Path = RESULTS) -> str:
         f"workers killed per minute, {faults['hang_rate']:.0%} of steps hung | "
         f"{faults['ratio']:.2f} of the fault-free env-steps/s | `pool_faults.json` |",
     ]
-    pool_at = rows.index(next(r for r in rows if r.startswith("| Pool")))
-    rows[pool_at:pool_at] = [r for r in (_suite_row(results), _league_row(results)) if r]
     return "\n".join(rows)
 
 
