@@ -1,8 +1,8 @@
 """Writes the README's headline results table from the files in ``benchmarks/results/``.
 
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
-figure in it is typed by hand. The learning rows read the newest ``learning-YYYY-MM-DD.json`` and
-``learning-dev16-YYYY-MM-DD.json``, the full-suite row the newest ``miniwob-suite-YYYY-MM-DD.json``
+figure in it is typed by hand. Each learning row reads the newest ``learning-YYYY-MM-DD.json``
+(``learning-dev16-YYYY-MM-DD.json`` for dev16) that measured its setup, the full-suite row the newest ``miniwob-suite-YYYY-MM-DD.json``
 (files with another suffix, e.g. ``-v1``, ``-focus-leak`` or ``-4k``, are earlier or smaller runs
 kept for the record).
 
@@ -33,34 +33,22 @@ def _newest(results: Path, pattern: re.Pattern[str]) -> str | None:
     return max((p.name for p in results.glob("*.json") if pattern.match(p.name)), default=None)
 
 
-def _dev16_rows(results: Path) -> list[str]:
-    """The newest dev16 learning benchmark's setups, if one was committed."""
-    name = _newest(results, _LEARNING_DEV16)
-    if name is None:
-        return []
-    data = json.loads((results / name).read_text())
-    return [_setup_row(name, setup, r) for setup, r in data["setups"].items()]
+def _setup_rows(results: Path, pattern: re.Pattern[str]) -> list[str]:
+    """A row per setup of the learning benchmarks whose file names match ``pattern``, each
+    from the newest file that measured that setup (a run of one setup, e.g. after a change to
+    `tuned` alone, replaces that setup's row and leaves the other's)."""
+    newest: dict[str, tuple[str, dict]] = {}
+    for name in sorted(p.name for p in results.glob("*.json") if pattern.match(p.name)):
+        for setup, report in json.loads((results / name).read_text()).get("setups", {}).items():
+            newest[setup] = (name, report)
+    return [_setup_row(name, setup, r) for setup, (name, r) in sorted(newest.items())]
 
 
-def _learning_row(results: Path) -> str:
-    name = _newest(results, _LEARNING)
-    if name is None:
-        raise SystemExit(f"no learning-YYYY-MM-DD.json in {results}")
-    data = json.loads((results / name).read_text())
-    if "setups" in data:
-        return "\n".join(_setup_row(name, setup, r) for setup, r in data["setups"].items())
-    s = data["summary"]  # the first format: one tuned run on the instances it was tuned on
-    systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
-    cells = ", ".join(
-        f"{label} {s[key]['mean']:.3f} ({s[key]['min']:.3f}-{s[key]['max']:.3f})"
-        for label, key in systems
-    )
-    setting = (
-        f"small CPU agent trained online on MiniWoB++ dev, {data['budget']:,} env steps, "
-        f"{len(data['seeds'])} seeds, tuned setup, instances not held out, clickable-only "
-        "random; greedy success, mean (min-max)"
-    )
-    return f"| Learning | {setting} | {cells} | `{name}` |"
+def _learning_rows(results: Path) -> list[str]:
+    rows = _setup_rows(results, _LEARNING)
+    if not rows:
+        raise SystemExit(f"no learning-YYYY-MM-DD.json with setups in {results}")
+    return rows
 
 
 def _setup_row(name: str, setup: str, report: dict) -> str:
@@ -148,8 +136,8 @@ def table(results: Path = RESULTS) -> str:
     rows = [
         "| benchmark | setting | result | source |",
         "|---|---|---|---|",
-        _learning_row(results),
-        *_dev16_rows(results),
+        *_learning_rows(results),
+        *_setup_rows(results, _LEARNING_DEV16),
         *(r for r in (_suite_row(results), _league_row(results)) if r),
         "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
         f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "

@@ -39,6 +39,23 @@ def test_the_table_follows_the_result_files(tmp_path) -> None:
     assert before != after and "0.50 of the fault-free" in after
 
 
+def test_each_setup_row_reads_the_newest_run_of_that_setup(tmp_path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks/results", results)
+    script = _script()
+    name = script._newest(results, script._LEARNING)
+    data = json.loads((results / name).read_text())
+    assert {"paper", "tuned"} <= set(data["setups"])
+    tuned = data["setups"]["tuned"]
+    tuned["summary"]["digirl"]["mean"] = 0.1234
+    (results / "learning-2099-01-01.json").write_text(json.dumps({"setups": {"tuned": tuned}}))
+    rows = [r for r in script.table(results).splitlines() if r.startswith("| Learning (")]
+    paper = next(r for r in rows if "(paper)" in r)
+    assert f"`{name}`" in paper and "0.1234" not in paper  # the paper row stays
+    new = next(r for r in rows if "(tuned)" in r)
+    assert "DigiRL 0.123" in new and "`learning-2099-01-01.json`" in new
+
+
 def test_readme_is_short_and_its_links_resolve() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 200
