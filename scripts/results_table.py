@@ -3,8 +3,8 @@
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
 figure in it is typed by hand. Each learning row reads the newest ``learning-YYYY-MM-DD.json``
 (``learning-dev16-YYYY-MM-DD.json`` for dev16) that measured its setup, the full-suite row the
-newest ``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``, ``-focus-leak`` or ``-4k``, are earlier or smaller runs
-kept for the record).
+newest ``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``,
+``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record).
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
