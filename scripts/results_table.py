@@ -2,8 +2,9 @@
 
 The table sits between ``<!-- results:start -->`` and ``<!-- results:end -->`` in README.md; no
 figure in it is typed by hand. Each learning row reads the newest ``learning-YYYY-MM-DD.json``
-(``learning-dev16-YYYY-MM-DD.json`` for dev16) that measured its setup, the full-suite row the
-newest ``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``,
+(``learning-dev16-YYYY-MM-DD.json`` for dev16) that measured its setup, the ablation row the
+newest ``ablation-dev16-YYYY-MM-DD.json``, the full-suite row the newest
+``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``,
 ``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record).
 
     python scripts/results_table.py           # rewrite the table in README.md
@@ -26,6 +27,14 @@ _LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
 _LEARNING_DEV16 = re.compile(r"^learning-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
 _SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
+_ABLATION = re.compile(r"^ablation-dev16-\d{4}-\d{2}-\d{2}\.json$")
+_ABLATED = (  # (label, system) in the order of the row
+    ("DigiRL", "digirl"),
+    ("no step filter", "digirl_no_step_filter"),
+    ("no curriculum", "digirl_no_curriculum"),
+    ("no critics", "digirl_no_critics"),
+    ("Filtered BC", "filtered_bc"),
+)
 
 
 def _newest(results: Path, pattern: re.Pattern[str]) -> str | None:
@@ -74,6 +83,27 @@ def _setup_row(name: str, setup: str, report: dict) -> str:
     )
     suite = "" if report["suite"] == "dev" else f"{report['suite']} "
     return f"| Learning {suite}({setup}) | {setting} | {cells} | `{name}` |"
+
+
+def _ablation_row(results: Path) -> str | None:
+    """The newest dev16 ablation (docs/learning.md#ablations): greedy success of DigiRL and of
+    DigiRL without each of its critic-driven parts, beside Filtered BC."""
+    name = _newest(results, _ABLATION)
+    if name is None:
+        return None
+    (setup, report), *_ = json.loads((results / name).read_text())["setups"].items()
+    s = report["summary"]
+    cells = ", ".join(
+        f"{label} {s[key]['mean']:.3f} [{s[key]['ci95'][0]:.2f}, {s[key]['ci95'][1]:.2f}]"
+        for label, key in _ABLATED
+        if key in s
+    )
+    setting = (
+        f"as Learning dev16: {report['budget']:,} env steps, {len(report['seeds'])} seeds, "
+        f"`{setup}` setup, {report['split']} instances; greedy success, mean [95 % t-interval]"
+    )
+    link = "([docs/learning.md](docs/learning.md#ablations))"
+    return f"| DigiRL ablations dev16 | {setting} | {cells} {link} | `{name}` |"
 
 
 def _league_row(results: Path) -> str | None:
@@ -138,7 +168,7 @@ def table(results: Path = RESULTS) -> str:
         "|---|---|---|---|",
         *_learning_rows(results),
         *_setup_rows(results, _LEARNING_DEV16),
-        *(r for r in (_suite_row(results), _league_row(results)) if r),
+        *(r for r in (_ablation_row(results), _suite_row(results), _league_row(results)) if r),
         "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
         f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "
         f"{pool['vs_gymnasium_heavy64']:.2f}x gymnasium AsyncVectorEnv, "

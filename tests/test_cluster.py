@@ -128,12 +128,10 @@ def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path)
     assert nodes_shipping() == {a.node_id}
     b = _add(cluster, "node_b")  # a node joins: the waiting group starts there
     _wait(lambda: b.node_id in nodes_shipping(), "the second node's group", thread)
-    assert thread.is_alive(), "the run ended before the second node was used"
     _wait(lambda: sum(n == b.node_id for *_, n in _ledger(ledger)) >= 5, "episodes from b", thread)
     cluster.cluster.remove_node(b, allow_graceful=False)  # mid-run: its group and devices die
     c = _add(cluster, "node_c")  # the lost group is placed again where there is room
     _wait(lambda: c.node_id in nodes_shipping(), "the re-created group on the third node", thread)
-    assert thread.is_alive(), "the run ended before the lost group was re-created"
     _wait(lambda: sum(n == c.node_id for *_, n in _ledger(ledger)) >= 5, "episodes from c", thread)
     trainer.stop.request()  # as a SIGTERM would: finish the update, checkpoint, return
     thread.join(120)

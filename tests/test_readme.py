@@ -91,3 +91,20 @@ def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:
     row = next(r for r in script.table(results).splitlines() if "MiniWoB++ full suite" in r)
     assert "DigiRL 0.432 (9 tasks at human level)" in row and "12,345 env steps" in row
     assert "best pre-2022 0.646 (its 88 tasks)" in row and "miniwob-suite-2099-01-01.json" in row
+
+
+def test_the_ablation_row_reads_the_newest_dev16_ablation(tmp_path) -> None:
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks/results", results)
+    for old in results.glob("ablation-*.json"):
+        old.unlink()
+    script = _script()
+    assert "ablations" not in script.table(results)  # none committed: no row
+    data = json.loads((results / "learning-dev16-2026-11-23.json").read_text())
+    summary = data["setups"]["tuned"]["summary"]
+    summary["digirl_no_critics"] = dict(summary["digirl"], mean=0.4321, ci95=[0.40, 0.46])
+    (results / "ablation-dev16-2099-01-01.json").write_text(json.dumps(data))
+    row = next(r for r in script.table(results).splitlines() if "ablations" in r)
+    assert "no critics 0.432 [0.40, 0.46]" in row and "no step filter" not in row
+    assert row.index("DigiRL 0.740") < row.index("no critics") < row.index("Filtered BC 0.718")
+    assert "`ablation-dev16-2099-01-01.json`" in row
