@@ -110,6 +110,17 @@ def test_rehearsal_adds_each_tasks_best_successes_to_the_curriculum() -> None:
     assert stats["train/kept_trajectories"] == 1
 
 
+def test_the_curriculum_ranks_the_whole_replay() -> None:
+    # 2000 failures of task b and one success of a (the top A_instr): as in the reference and
+    # Filtered BC, every trajectory of the replay is ranked, so the rare success is imitated
+    # every iteration; ranking a random 200 of them finds it about 1 time in 10
+    replay = [*(trajectory("b", [0.5, 0.2, 0.6], False, 10) for _ in range(2000)), data()[0]]
+    rl = learner()
+    assert all(("a", 2) in kept(rl.select(replay)[0]) for _ in range(5))
+    rl = learner(advantage_sample=200)
+    assert sum(("a", 2) in kept(rl.select(replay)[0]) for _ in range(20)) < 10
+
+
 def test_ablation_switches() -> None:
     every = {(n, i) for n, k in (("a", 3), ("b", 3), ("c", 2), ("d", 2)) for i in range(k)}
     samples, stats = learner(top_p=1.0, step_filter=False).select(data())

@@ -97,8 +97,12 @@ class DigiRLConfig:
         },
     )
     advantage_sample: int = field(
-        default=256,
-        metadata={"help": "trajectories drawn per iteration for the filters", "min": 1},
+        default=0,
+        metadata={
+            "help": "trajectories of the replay the filters rank per iteration, drawn at random "
+            "(0: all of them, as the reference and Filtered BC)",
+            "min": 0,
+        },
     )
     step_value_target: Literal["success", "mc_return"] = field(
         default="success", metadata={"help": "label of the step critic"}

@@ -4,7 +4,8 @@ Per iteration, from the replay buffer:
 1. the instruction critic V_instr(c) learns P(success | instruction) (cross-entropy);
 2. the step critic V(s_h, c) (two heads, value = their minimum) learns P(success | state)
    (cross-entropy against the trajectory's success, or optionally its MC return);
-3. on a sample of trajectories, the curriculum keeps the top-p by A_instr = r_H - V_instr(c),
+3. over the replay's trajectories (as the reference; ``advantage_sample`` = N > 0 ranks a random
+   N of them), the curriculum keeps the top-p by A_instr = r_H - V_instr(c),
    then the step filter keeps the actions of those trajectories whose
    A_step = lam^(H-h) r_H + (1 - lam^(H-h) r_H) (V(s_{h+1}) + r_h - V(s_h)) exceeds 1/H;
 4. the actor maximises the log-likelihood of the kept actions.
@@ -13,10 +14,10 @@ The formulas live in `devicerl.algos.formulas` (with the conventions for H and t
 Ablation switches (`DigiRLConfig`): ``step_filter=false`` imitates every step of the
 curriculum's trajectories; ``curriculum=false`` sends every sampled trajectory to the step
 filter; ``critics=false`` trains no critic and keeps the top-p trajectories by return with all
-their steps (Filtered BC on DigiRL's sample). ``critic_warmup`` iterations train only the
-critics first (the offline and off-to-online configs use it, as the reference does).
-``rehearse`` = N > 0 (an addition, off by default) adds to the curriculum, per task in the
-sample, its N successes with the highest A_instr, so a solved task keeps being imitated.
+their steps (Filtered BC). ``critic_warmup`` iterations train only the critics first (the
+offline and off-to-online configs use it, as the reference does). ``rehearse`` = N > 0 (an
+addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
+successes with the highest A_instr, so a solved task keeps being imitated.
 
 Diagnostics, every iteration: the share of steps the step filter keeps, the share of
 trajectories the curriculum keeps, and the critics on a held-out slice of trajectories (about
@@ -194,7 +195,9 @@ class DigiRL(Learner):
     def select(self, data: Sequence[Trajectory]) -> tuple[list[Sample], dict[str, float]]:
         """The curriculum, then the step filter: the actions the actor will imitate."""
         cfg = self.config
-        pool = self.rng.sample(list(data), min(len(data), cfg.advantage_sample))
+        pool = list(data)
+        if 0 < cfg.advantage_sample < len(pool):
+            pool = self.rng.sample(pool, cfg.advantage_sample)
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
         if not cfg.critics:  # Filtered BC on this sample: top-p by return, every step
             keep = filtered_bc_mask(torch.tensor([t.total_reward for t in pool]), cfg.top_p)

@@ -42,7 +42,7 @@ SYSTEMS = ("random", "random_clickable", "filtered_bc", "digirl")
 ABLATIONS = {
     "digirl_no_step_filter": ["digirl.step_filter=false"],
     "digirl_no_curriculum": ["digirl.curriculum=false"],
-    "digirl_no_critics": ["digirl.critics=false"],  # = Filtered BC on DigiRL's top-p sample
+    "digirl_no_critics": ["digirl.critics=false"],  # = Filtered BC (top-p by return)
 }
 ALL_SYSTEMS = (*SYSTEMS, *ABLATIONS)
 SETUPS = ("paper", "tuned")
