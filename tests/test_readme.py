@@ -22,14 +22,23 @@ def _script():
     return module
 
 
+def _results(tmp_path: Path, *drop: str) -> Path:
+    """A copy of benchmarks/results without the files matching the globs in `drop`."""
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks/results", results)
+    for pattern in drop:
+        for old in results.glob(pattern):
+            old.unlink()
+    return results
+
+
 def test_readme_table_is_what_the_script_writes() -> None:
     text = README.read_text()
     assert _script().render(text) == text, "run: python scripts/results_table.py"
 
 
 def test_the_table_follows_the_result_files(tmp_path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(ROOT / "benchmarks/results", results)
+    results = _results(tmp_path)
     script = _script()
     before = script.table(results)
     data = json.loads((results / "pool_faults.json").read_text())
@@ -40,8 +49,7 @@ def test_the_table_follows_the_result_files(tmp_path) -> None:
 
 
 def test_each_setup_row_reads_the_newest_run_of_that_setup(tmp_path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(ROOT / "benchmarks/results", results)
+    results = _results(tmp_path)
     script = _script()
     runs = {p.name: json.loads(p.read_text()) for p in results.glob("learning-*.json")}
     name = max(
@@ -79,10 +87,7 @@ def test_every_config_file_the_docs_name_exists() -> None:
 
 
 def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(ROOT / "benchmarks/results", results)
-    for old in results.glob("miniwob-suite-????-??-??.json"):
-        old.unlink()
+    results = _results(tmp_path, "miniwob-suite-????-??-??.json")
     script = _script()
     assert "MiniWoB++ full suite" not in script.table(results)  # -4k / -reduced runs: no row
     data = json.loads((results / "miniwob-suite-2026-11-23-4k.json").read_text())
@@ -94,10 +99,7 @@ def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:
 
 
 def test_the_ablation_row_reads_the_newest_dev16_ablation(tmp_path) -> None:
-    results = tmp_path / "results"
-    shutil.copytree(ROOT / "benchmarks/results", results)
-    for old in results.glob("ablation-*.json"):
-        old.unlink()
+    results = _results(tmp_path, "ablation-*.json")
     script = _script()
     assert "ablations" not in script.table(results)  # none committed: no row
     data = json.loads((results / "learning-dev16-2026-11-23.json").read_text())
