@@ -60,6 +60,11 @@ def _learning_rows(results: Path) -> list[str]:
     return rows
 
 
+def _with_ci(mean: float, ci: list[float]) -> str:
+    """``0.765 [0.69, 0.84]``: a mean and its 95 % interval."""
+    return f"{mean:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]"
+
+
 def _setup_row(name: str, setup: str, report: dict) -> str:
     """One setup of a learning benchmark on test instances: greedy and sampled (T=1) success,
     each the mean over training seeds with its 95 % t-interval."""
@@ -67,11 +72,9 @@ def _setup_row(name: str, setup: str, report: dict) -> str:
 
     def cell(label: str, key: str) -> str:
         v = s[key]
-        lo, hi = v["ci95"]
-        slo, shi = v["ci95_sampled"]
         return (
-            f"{label} {v['mean']:.3f} [{lo:.2f}, {hi:.2f}] / {v['mean_sampled']:.3f} "
-            f"[{slo:.2f}, {shi:.2f}]"
+            f"{label} {_with_ci(v['mean'], v['ci95'])} / "
+            f"{_with_ci(v['mean_sampled'], v['ci95_sampled'])}"
         )
 
     systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
@@ -94,9 +97,7 @@ def _ablation_row(results: Path) -> str | None:
     (setup, report), *_ = json.loads((results / name).read_text())["setups"].items()
     s = report["summary"]
     cells = ", ".join(
-        f"{label} {s[key]['mean']:.3f} [{s[key]['ci95'][0]:.2f}, {s[key]['ci95'][1]:.2f}]"
-        for label, key in _ABLATED
-        if key in s
+        f"{label} {_with_ci(s[key]['mean'], s[key]['ci95'])}" for label, key in _ABLATED if key in s
     )
     setting = (
         f"as Learning dev16: {report['budget']:,} env steps, {len(report['seeds'])} seeds, "

@@ -199,7 +199,7 @@ class DigiRL(Learner):
         if 0 < cfg.advantage_sample < len(pool):
             pool = self.rng.sample(pool, cfg.advantage_sample)
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
-        if not cfg.critics:  # Filtered BC on this sample: top-p by return, every step
+        if not cfg.critics:  # Filtered BC: top-p by return, every step
             keep = filtered_bc_mask(torch.tensor([t.total_reward for t in pool]), cfg.top_p)
             kept_traj = [t for t, k in zip(pool, keep.tolist()) if k]
             samples = [Sample(t, i) for t in kept_traj for i in range(t.length)]
