@@ -148,6 +148,8 @@ def test_setups_come_from_the_config_files() -> None:
     assert paper.digirl.actor.entropy_coef == 0 and tuned.digirl.actor.entropy_coef > 0
     assert paper.agent.small.allowed_types is None and paper.agent.small.swipes
     assert paper.agent.small.explore == 0.0
+    assert paper.digirl.rehearse == 0 and tuned.digirl.rehearse == 2
+    assert paper.digirl.advantage_sample == tuned.digirl.advantage_sample == 0  # whole replay
     random = run_config("random_clickable", 0, setup="paper")
     assert random.mode == "eval" and random.agent.kind == "uniform"
     assert random.agent.clickable_only and random.agent.small == paper.agent.small

@@ -105,9 +105,9 @@ def test_mapping(reference) -> None:
         assert t.instruction == task and t.task.startswith("digirl/") and t.length == len(raw)
         for h, (s, d) in enumerate(zip(t.steps, raw)):
             assert s.text == d["action"]
-            assert s.action == (actions[h] or s.action) and s.action.is_invalid == (
-                actions[h] is None
-            )
+            assert s.action.is_invalid == (actions[h] is None)
+            if actions[h] is not None:
+                assert s.action == actions[h]
             assert np.array_equal(s.observation.extras["image_features"], d["image_features"])
             assert s.observation.extras["prompt"] == d["observation"]
             assert s.info["mc_return"] == pytest.approx(float(d["mc_return"]))

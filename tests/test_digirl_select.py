@@ -15,6 +15,7 @@ from devicerl.actions import Action
 from devicerl.agents.small import SmallAgent
 from devicerl.algos.base import ActorConfig
 from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig, roc_auc
+from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
 from devicerl.records import EndReason, Observation, Step, Trajectory
 
 
@@ -131,6 +132,8 @@ def test_ablation_switches() -> None:
     samples, stats = learner(top_p=0.5, critics=False).select(data())
     assert kept(samples) == {k for k in every if k[0] != "b"}
     assert stats["train/curriculum_kept_frac"] == 0.75 and "train/v_instr_mean" not in stats
+    bc = FilteredBC(SmallAgent(seed=0), FilteredBCConfig(top_p=0.5), seed=0)
+    assert {(s.trajectory.instruction, s.index) for s in bc.select(data())[0]} == kept(samples)
 
 
 def test_roc_auc() -> None:
@@ -159,10 +162,16 @@ def test_critic_warmup_then_actor_and_diagnostics(episodes) -> None:
     assert rl.split_heldout(list(reversed(episodes)))[1] == list(reversed(heldout))  # by id
     before = [p.detach().clone() for p in rl.actor.parameters()]
     critic_before = [p.detach().clone() for p in rl.step_critic.parameters()]
+    steps = [s for t in heldout for s in t.steps]
+    y = torch.tensor([1.0 if t.success else 0.0 for t in heldout for _ in t.steps])
     for _ in range(2):
         m = rl.update(episodes)
         assert m["train/critic_warmup"] == 1.0 and "train/actor_loss" not in m
-        assert 0.0 <= m["train/critic_brier"] <= 1.0 and 0.0 <= m["train/critic_accuracy"] <= 1
+        v = rl.step_critic.values([s.observation for s in steps])  # the held-out slice
+        assert m["train/critic_brier"] == pytest.approx(float(((v - y) ** 2).mean()), abs=1e-5)
+        accuracy = float(((v > 0.5).float() == y).float().mean())
+        assert m["train/critic_accuracy"] == pytest.approx(accuracy, abs=1e-6)
+        assert m["train/critic_heldout"] == len(heldout)
     assert all(torch.equal(a, b) for a, b in zip(before, rl.actor.parameters()))
     assert not all(torch.equal(a, b) for a, b in zip(critic_before, rl.step_critic.parameters()))
     m = rl.update(episodes)  # warm-up over: the actor learns

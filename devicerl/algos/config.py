@@ -61,7 +61,7 @@ class CriticConfig:
     """The critics' size and optimisation (reference: lr 1e-4, 5 + 5 updates per iteration,
     grad-norm clip 0.01 with its batch of 4 x 32 accumulated; our clip of 1.0 suits AdamW on a
     small critic trained from scratch: Adam's step size does not scale with the gradient norm,
-    so the clip only guards against spikes; see docs/learning.md)."""
+    so the clip only guards against spikes; the README's deviation table)."""
 
     lr: float = field(default=1e-4, metadata={"help": "critic learning rate (AdamW)", "gt": 0})
     batch_size: int = field(default=64, metadata={"help": "samples per critic minibatch", "min": 1})

@@ -27,14 +27,18 @@ class FilteredBC(Learner):
         super().__init__(actor, config.actor, seed)
         self.config = config
 
+    def select(self, data: Sequence[Trajectory]) -> tuple[list[Sample], dict[str, float]]:
+        """Every step of the top-p trajectories by return (never a failure)."""
+        returns = torch.tensor([t.total_reward for t in data], dtype=torch.float32)
+        keep = filtered_bc_mask(returns, self.config.top_p).tolist()
+        samples = [Sample(t, i) for t, k in zip(data, keep) if k for i in range(t.length)]
+        return samples, {"train/kept_trajectories": float(sum(keep))}
+
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         data = usable(trajectories)
         if not data:
             return {"train/data_trajectories": 0.0}
-        returns = torch.tensor([t.total_reward for t in data], dtype=torch.float32)
-        keep = filtered_bc_mask(returns, self.config.top_p).tolist()
-        samples = [Sample(t, i) for t, k in zip(data, keep) if k for i in range(t.length)]
+        samples, stats = self.select(data)
         metrics = self.actor_step(samples, data)
         metrics["train/data_trajectories"] = float(len(data))
-        metrics["train/kept_trajectories"] = float(sum(keep))
-        return metrics
+        return {**metrics, **stats}

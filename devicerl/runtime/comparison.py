@@ -50,9 +50,6 @@ SETUPS = ("paper", "tuned")
 SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
 #: Where the setups live: the repository's configs/ folder.
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-#: Policy versions over which the tuned setup's entropy bonus fades in an 8,000-step run
-#: (`devicerl demo` scales it to its budget); the value itself is in the tuned configs.
-ENTROPY_FADE_VERSIONS = 80
 #: Benchmark plumbing, not part of a setup: no TensorBoard, no intermediate checkpoints.
 RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=1000000")
 

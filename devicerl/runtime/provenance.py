@@ -21,6 +21,8 @@ from typing import Any
 #: Distributions whose versions can change a learning result.
 PACKAGES = ("devicerl", "torch", "numpy", "playwright", "miniwob", "pyarrow", "gymnasium")
 FILE = "provenance.json"
+#: What counts as code (git pathspecs): benchmark result files are written by runs, not code.
+CODE = ("devicerl", "benchmarks", "configs", ":(exclude)benchmarks/results")
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -43,16 +45,32 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def uncommitted(root: Path) -> tuple[bool | None, str | None]:
+    """Whether the code under ``root`` differs from its commit, and a hash of the difference:
+    changes to tracked files and new untracked files under `CODE` (result files written by
+    benchmarks are not code). ``(None, None)`` outside a git checkout."""
+    diff = _git(["diff", "HEAD", "--", *CODE], root)
+    new = _git(["ls-files", "--others", "--exclude-standard", "--", *CODE], root)
+    if diff is None or new is None:
+        return None, None
+    if not diff and not new:
+        return False, None
+    h = hashlib.sha256(diff.encode())
+    for name in sorted(new.splitlines()):
+        h.update(name.encode() + b"\0" + (root / name).read_bytes())
+    return True, h.hexdigest()[:16]
+
+
 @functools.lru_cache(maxsize=1)
 def provenance() -> dict[str, Any]:
-    """git commit, dirty flag, a hash of the uncommitted diff, Python and package versions."""
+    """git commit, dirty flag, a hash of the uncommitted code, Python and package versions."""
     root = Path(__file__).resolve().parents[2]
     commit = _git(["rev-parse", "HEAD"], root)
-    diff = _git(["diff", "HEAD", "--", "devicerl", "benchmarks", "configs"], root)
+    dirty, sha = uncommitted(root)
     return {
         "git_commit": commit.strip() if commit else None,
-        "git_dirty": bool(diff) if diff is not None else None,
-        "git_diff_sha256": hashlib.sha256(diff.encode()).hexdigest()[:16] if diff else None,
+        "git_dirty": dirty,
+        "git_diff_sha256": sha,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": _versions(),

@@ -6,7 +6,7 @@ on the buffer and publishes the new weights; the collector picks them up between
 Every trajectory carries the version of the policy that acted; one whose version lags the
 learner by ``max_policy_lag`` or more is kept in the store but not trained on: dropped when it
 arrives, evicted from the replay buffer when it gets that old there (offline data excepted; see
-docs/learning.md for why we drop rather than down-weight, and the measured lag).
+docs/training.md, "Stale data", for why we drop rather than down-weight, and the measured lag).
 
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffer as pointers
