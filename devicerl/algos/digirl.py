@@ -40,9 +40,9 @@ from devicerl.agents.critics import InstructionCritic, StepCritic, critic_config
 from devicerl.algos.base import Learner, Sample, horizon, usable
 from devicerl.algos.config import CriticConfig as CriticConfig  # re-export
 from devicerl.algos.config import DigiRLConfig
+from devicerl.algos.filtered_bc import top_p_by_return
 from devicerl.algos.formulas import (
     curriculum_mask,
-    filtered_bc_mask,
     instruction_advantages,
     keep_steps,
     mc_returns,
@@ -200,8 +200,7 @@ class DigiRL(Learner):
             pool = self.rng.sample(pool, cfg.advantage_sample)
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
         if not cfg.critics:  # Filtered BC: top-p by return, every step
-            keep = filtered_bc_mask(torch.tensor([t.total_reward for t in pool]), cfg.top_p)
-            kept_traj = [t for t, k in zip(pool, keep.tolist()) if k]
+            kept_traj = top_p_by_return(pool, cfg.top_p)
             samples = [Sample(t, i) for t in kept_traj for i in range(t.length)]
             return samples, self._select_stats(pool, kept_traj, samples, None, None)
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
