@@ -19,7 +19,7 @@ from torch import nn
 
 from devicerl.agents.base import Policy, require_trainable
 from devicerl.algos.config import ActorConfig as ActorConfig  # re-export
-from devicerl.algos.formulas import weighted_nll
+from devicerl.algos.formulas import filtered_bc_mask, weighted_nll
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Trajectory
 
@@ -53,6 +53,18 @@ def usable(trajectories: Sequence[Trajectory]) -> list[Trajectory]:
     """Trajectories that can teach: with steps, ended by the task or the agent, never by
     infrastructure (a truncated episode says nothing about the agent)."""
     return [t for t in trajectories if t.steps and t.is_complete and not t.is_truncated]
+
+
+def every_step(trajectories: Iterable[Trajectory]) -> list[Sample]:
+    """One unit-weight sample per step of each trajectory."""
+    return [Sample(t, i) for t in trajectories for i in range(t.length)]
+
+
+def top_p_by_return(data: Sequence[Trajectory], top_p: float) -> list[Trajectory]:
+    """The trajectories Filtered BC imitates: the top-p by return, ties kept, never a failure
+    (also DigiRL's selection without critics)."""
+    returns = torch.tensor([t.total_reward for t in data], dtype=torch.float32)
+    return [t for t, k in zip(data, filtered_bc_mask(returns, top_p).tolist()) if k]
 
 
 def horizon(t: Trajectory, default: int = 10) -> int:
@@ -116,7 +128,7 @@ class Learner(ABC):
         if not samples:
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
         beta = cfg.entropy_weight(self.actor.version)
-        states = [Sample(t, i) for t in data for i in range(t.length)] if beta > 0 else []
+        states = every_step(data) if beta > 0 else []
         use_entropy = bool(states)
         losses, norms, entropies = [], [], []
         self.actor.train()  # type: ignore[attr-defined]

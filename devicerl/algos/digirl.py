@@ -37,10 +37,9 @@ from torch import nn
 
 from devicerl.agents.base import Policy
 from devicerl.agents.critics import InstructionCritic, StepCritic, critic_config_from
-from devicerl.algos.base import Learner, Sample, horizon, usable
+from devicerl.algos.base import Learner, Sample, every_step, horizon, top_p_by_return, usable
 from devicerl.algos.config import CriticConfig as CriticConfig  # re-export
 from devicerl.algos.config import DigiRLConfig
-from devicerl.algos.filtered_bc import top_p_by_return
 from devicerl.algos.formulas import (
     curriculum_mask,
     instruction_advantages,
@@ -201,7 +200,7 @@ class DigiRL(Learner):
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
         if not cfg.critics:  # Filtered BC: top-p by return, every step
             kept_traj = top_p_by_return(pool, cfg.top_p)
-            samples = [Sample(t, i) for t in kept_traj for i in range(t.length)]
+            samples = every_step(kept_traj)
             return samples, self._select_stats(pool, kept_traj, samples, None, None)
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
