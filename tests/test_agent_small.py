@@ -63,8 +63,9 @@ def test_featurize_shapes_masks_and_overlap_features() -> None:
     assert col.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 
 
-def test_act_log_prob_consistency_and_gradients() -> None:
-    agent = SmallAgent(temperature=1.3)
+@pytest.mark.parametrize("positions", ["absolute", "relative"])
+def test_act_log_prob_consistency_and_gradients(positions) -> None:
+    agent = SmallAgent(temperature=1.3, features=FeatureConfig(instr_positions=positions))
     obs = _obs("tap", 6) + _obs("type", 6) + [_page()] * 4
     samples = agent.act(obs)
     assert len(samples) == len(obs)
@@ -186,11 +187,12 @@ def _success(agent: SmallAgent, kind: str, seeds: range) -> float:
 
 
 @pytest.mark.slow
-def test_behaviour_cloning_learns_tap_and_type_in_seconds() -> None:
+@pytest.mark.parametrize("positions", ["absolute", "relative"])
+def test_behaviour_cloning_learns_tap_and_type_in_seconds(positions) -> None:
     """The architecture is learnable: BC on oracle demos solves held-out episodes."""
     torch.manual_seed(0)
     data = _demos("tap", range(150)) + _demos("type", range(150))
-    agent = SmallAgent(d_model=96, seed=1)
+    agent = SmallAgent(d_model=96, seed=1, features=FeatureConfig(instr_positions=positions))
     before = _success(agent, "tap", range(10_000, 10_030))
     opt = torch.optim.Adam(agent.parameters(), lr=2e-3)
     rng = random.Random(0)
@@ -319,3 +321,55 @@ def test_uniform_baseline_draws_every_gesture_the_agent_can_express(point_action
     assert taps and swipes and any(a.type is ActionType.TYPE for a in actions)
     free = [a for a in swipes if a not in fixed]  # drags from anywhere to anywhere
     assert bool(free) == point_actions
+
+
+_NAMES = ["Kasie", "Gq6Ds", "tlZmG", "yDtg", "Joye", "Cheree", "Lyda", "bernardine"]
+_HELD_OUT = ["AZE", "renda", "EbV4", "sergio", "B5sU", "jess", "Szev7", "cristin"]
+
+
+def _form(instruction: str) -> Observation:
+    box = UIElement("in", "textbox", "", bbox=(10, 10, 110, 30), editable=True, focused=True)
+    return Observation(instruction, (160, 210), elements=[box, UIElement("b", "button", "Submit")])
+
+
+def _typed_after_imitating_one_template(positions: str) -> dict[str, float]:
+    """Imitate typing the quoted name of `Enter "X" into the text field ...` (the enter-text
+    template: the name is always the third token), then type greedily on held-out names in
+    that template and in two others that put the quoted name elsewhere."""
+    torch.manual_seed(0)
+    rng = random.Random(0)
+    agent = SmallAgent(
+        d_model=64, seed=1, allowed_types=("TYPE",),
+        features=FeatureConfig(instr_positions=positions),
+    )  # fmt: skip
+    opt = torch.optim.Adam(agent.parameters(), lr=3e-3)
+    agent.train()
+    for _ in range(60):
+        names = [rng.choice(_NAMES) for _ in range(16)]
+        obs = [_form(f'Enter "{n}" into the text field and press Submit.') for n in names]
+        loss = -agent.log_prob(obs, [Action.type_text(n) for n in names]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    agent.eval()
+    templates = {
+        "seen": 'Enter "{}" into the text field and press Submit.',
+        "login": 'Enter the username "{}" into the text field and press login.',
+        "other": 'Please type the word "{}" in the box, then press Submit.',
+    }
+    out = {}
+    for name, template in templates.items():
+        acts = agent.act([_form(template.format(n)) for n in _HELD_OUT], greedy=True)
+        out[name] = sum(s.action.text == n for s, n in zip(acts, _HELD_OUT)) / len(_HELD_OUT)
+    return out
+
+
+def test_relative_positions_type_the_quoted_phrase_in_a_template_never_seen() -> None:
+    """With token indices the span pointer learns "the third token" from one template (in the
+    login-user sentence that is "username"); with relative positions it learns the quoted
+    phrase and types it wherever a new template puts it."""
+    absolute = _typed_after_imitating_one_template("absolute")
+    relative = _typed_after_imitating_one_template("relative")
+    assert absolute["seen"] == 1.0 and relative["seen"] == 1.0
+    assert absolute["login"] == 0.0 and absolute["other"] == 0.0, absolute
+    assert relative["login"] == 1.0 and relative["other"] == 1.0, relative

@@ -27,6 +27,8 @@ from devicerl.agents.pixels import PixelCNN, pool_cells, pool_elements
 from devicerl.agents.small_point import PointHeads
 from devicerl.agents.small_text import CharDecoder, PageTextHeads
 
+#: Offsets between instruction tokens beyond this share one attention bias (relative positions).
+REL_CLIP = 8
 #: Sub-choices of a DUAL_POINT action: a tap on an element's centre, a swipe in a direction
 #: from the screen centre, and with ``point_actions`` a tap at a chosen point or a drag
 #: between two chosen points.
@@ -85,7 +87,15 @@ class SmallEncoder(nn.Module):
         self.d_model = d
         self.pieces = nn.EmbeddingBag(fc.buckets, d, mode="mean", padding_idx=0)
         self.roles = nn.Embedding(ROLE_BUCKETS, d, padding_idx=0)
-        self.positions = nn.Embedding(fc.max_instr_tokens, d)
+        # Token order: an embedding per index (absolute), or a per-head attention bias per
+        # clipped offset between two instruction tokens (relative; zero at first: order-blind).
+        self.relative = fc.instr_positions == "relative"
+        self.n_heads = cfg.n_heads
+        if self.relative:
+            self.rel_bias = nn.Embedding(2 * REL_CLIP + 1, cfg.n_heads)
+            nn.init.zeros_(self.rel_bias.weight)
+        else:
+            self.positions = nn.Embedding(fc.max_instr_tokens, d)
         self.kinds = nn.Embedding(4, d)  # global, instruction, element, image
         self.instr_feats = nn.Linear(fc.instr_features, d)
         self.elem_feats = nn.Sequential(nn.Linear(fc.elem_features, d), nn.GELU(), nn.Linear(d, d))
@@ -121,14 +131,24 @@ class SmallEncoder(nn.Module):
         b, n, p = ids.shape
         return self.pieces(ids.reshape(b * n, p)).reshape(b, n, -1)
 
+    def _relative_mask(self, pad: torch.Tensor, li: int) -> torch.Tensor:
+        """[B * heads, L, L] additive attention mask: the offset bias between instruction tokens
+        (they follow the global token), -inf on padded keys."""
+        b, n = pad.shape
+        idx = torch.arange(li, device=pad.device)
+        offset = (idx.view(1, -1) - idx.view(-1, 1)).clamp(-REL_CLIP, REL_CLIP) + REL_CLIP
+        mask = torch.zeros(b, self.n_heads, n, n, device=pad.device)
+        mask[:, :, 1 : 1 + li, 1 : 1 + li] = self.rel_bias(offset).permute(2, 0, 1)
+        mask = mask.masked_fill(pad[:, None, None, :], float("-inf"))
+        return mask.view(b * self.n_heads, n, n)
+
     def forward(self, batch: FeatureBatch) -> Encoded:
         b, li = batch.instr_mask.shape
         instr = (
-            self._bag(batch.instr_ids)
-            + self.positions.weight[:li]
-            + self.instr_feats(batch.instr_feats)
-            + self.kinds.weight[1]
+            self._bag(batch.instr_ids) + self.instr_feats(batch.instr_feats) + self.kinds.weight[1]
         )
+        if not self.relative:
+            instr = instr + self.positions.weight[:li]
         elems = (
             self._bag(batch.elem_ids)
             + self.roles(batch.elem_role)
@@ -157,7 +177,11 @@ class SmallEncoder(nn.Module):
             parts.append(cells + self.kinds.weight[0])
             masks.append(batch.instr_mask.new_ones(b, self.n_cells))
         x = self.in_norm(torch.cat(parts, 1))
-        x = self.transformer(x, src_key_padding_mask=~torch.cat(masks, 1))
+        pad = ~torch.cat(masks, 1)
+        if self.relative:
+            x = self.transformer(x, mask=self._relative_mask(pad, li))
+        else:
+            x = self.transformer(x, src_key_padding_mask=pad)
         le = batch.elem_mask.shape[1]
         cell_states = x[:, x.shape[1] - self.n_cells :] if self.n_cells else None
         return Encoded(
@@ -200,6 +224,11 @@ class SmallPolicyNet(nn.Module):
             PageTextHeads(d, cfg.features.elem_words, cfg.max_span) if cfg.page_text else None
         )
         self.chars = CharDecoder(d, cfg.max_chars) if cfg.free_text else None
+        self.span_length = (
+            nn.Parameter(torch.zeros(cfg.max_span))
+            if cfg.features.instr_positions == "relative"
+            else None
+        )
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
         enc = self.encoder(batch)
@@ -272,6 +301,8 @@ class SmallPolicyNet(nn.Module):
         idx = torch.arange(li, device=g.device)
         offset = idx.view(1, -1) - idx.view(-1, 1)  # end - start
         end_ok = (offset >= 0) & (offset < cfg.max_span)
+        if self.span_length is not None:  # the span's length (relative positions)
+            end = end + self.span_length[offset.clamp(0, cfg.max_span - 1)]
         end_ok = end_ok.unsqueeze(0) & enc.instr_mask.unsqueeze(1)
         return HeadLogits(
             self.type_head(g).masked_fill(~type_ok, MASKED),
