@@ -1,5 +1,6 @@
 import json
 import random
+from collections.abc import Iterable
 
 import pytest
 import torch
@@ -186,6 +187,20 @@ def _success(agent: SmallAgent, kind: str, seeds: range) -> float:
     return sum(rollout(env, agent, task, s, greedy=True).success for s in seeds) / len(seeds)
 
 
+def _imitate(
+    agent: SmallAgent, batches: Iterable[list[tuple[Observation, Action]]], lr: float
+) -> None:
+    """Behaviour cloning: one Adam step on the mean NLL of each batch, then eval mode."""
+    opt = torch.optim.Adam(agent.parameters(), lr=lr)
+    agent.train()
+    for batch in batches:
+        loss = -agent.log_prob([o for o, _ in batch], [a for _, a in batch]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    agent.eval()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("positions", ["absolute", "relative"])
 def test_behaviour_cloning_learns_tap_and_type_in_seconds(positions) -> None:
@@ -194,16 +209,8 @@ def test_behaviour_cloning_learns_tap_and_type_in_seconds(positions) -> None:
     data = _demos("tap", range(150)) + _demos("type", range(150))
     agent = SmallAgent(d_model=96, seed=1, features=FeatureConfig(instr_positions=positions))
     before = _success(agent, "tap", range(10_000, 10_030))
-    opt = torch.optim.Adam(agent.parameters(), lr=2e-3)
     rng = random.Random(0)
-    agent.train()
-    for _ in range(200):
-        batch = rng.sample(data, 32)
-        loss = -agent.log_prob([o for o, _ in batch], [a for _, a in batch]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    agent.eval()
+    _imitate(agent, (rng.sample(data, 32) for _ in range(200)), lr=2e-3)
     tap = _success(agent, "tap", range(10_000, 10_040))
     typ = _success(agent, "type", range(10_000, 10_040))
     assert before < 0.5
@@ -342,18 +349,15 @@ def _typed_after_imitating_one_template(positions: str) -> dict[str, float]:
         d_model=64, seed=1, allowed_types=("TYPE",),
         features=FeatureConfig(instr_positions=positions),
     )  # fmt: skip
-    opt = torch.optim.Adam(agent.parameters(), lr=3e-3)
-    agent.train()
-    for _ in range(60):
-        names = [rng.choice(_NAMES) for _ in range(16)]
-        obs = [_form(f'Enter "{n}" into the text field and press Submit.') for n in names]
-        loss = -agent.log_prob(obs, [Action.type_text(n) for n in names]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    agent.eval()
+    seen = 'Enter "{}" into the text field and press Submit.'
+    batches = ([rng.choice(_NAMES) for _ in range(16)] for _ in range(60))
+    _imitate(
+        agent,
+        ([(_form(seen.format(n)), Action.type_text(n)) for n in names] for names in batches),
+        lr=3e-3,
+    )
     templates = {
-        "seen": 'Enter "{}" into the text field and press Submit.',
+        "seen": seen,
         "login": 'Enter the username "{}" into the text field and press login.',
         "other": 'Please type the word "{}" in the box, then press Submit.',
     }

@@ -224,10 +224,9 @@ class SmallPolicyNet(nn.Module):
             PageTextHeads(d, cfg.features.elem_words, cfg.max_span) if cfg.page_text else None
         )
         self.chars = CharDecoder(d, cfg.max_chars) if cfg.free_text else None
+        # with relative positions, the typed span's length is a learned bias of its own
         self.span_length = (
-            nn.Parameter(torch.zeros(cfg.max_span))
-            if cfg.features.instr_positions == "relative"
-            else None
+            nn.Parameter(torch.zeros(cfg.max_span)) if self.encoder.relative else None
         )
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
