@@ -59,13 +59,15 @@ class FeatureConfig:
         (96, 128), "(width, height) the CNN's screenshot is downscaled to (multiples of 4)"
     )
     elem_words: int = _opt(0, "words of each element's text kept for page-text spans", min=0)
-    instr_positions: Literal["absolute", "relative"] = _opt(
+    instr_positions: Literal["absolute", "relative", "shifted"] = _opt(
         "absolute",
         "how instruction tokens know their order. absolute: a learned embedding per token index "
         "and a relative-position feature (a pointer can learn 'the third token'); relative: "
         "neither, attention between tokens gets a learned bias per clipped offset and the "
         "typed-span end pointer one per span length, so the span pointers can only use what a "
-        "token is and what is near it",
+        "token is and what is near it; shifted: the index embedding starts at an offset derived "
+        "from the instruction's words (0 to max_instr_tokens - 1) and the position feature is "
+        "off, so order within the instruction stays but 'the third token' is no fixed input",
     )
 
     @property
@@ -80,9 +82,10 @@ class FeatureConfig:
         if self.screenshot_size is not None:
             self.screenshot_size = (int(self.screenshot_size[0]), int(self.screenshot_size[1]))
         self.pixel_size = (int(self.pixel_size[0]), int(self.pixel_size[1]))
-        if self.instr_positions not in ("absolute", "relative"):
+        if self.instr_positions not in ("absolute", "relative", "shifted"):
             raise ValueError(
-                f"instr_positions {self.instr_positions!r}: expected 'absolute' or 'relative'"
+                f"instr_positions {self.instr_positions!r}: expected 'absolute', 'relative' "
+                "or 'shifted'"
             )
         if min(self.pixel_size) < PIXEL_STRIDE or any(v % PIXEL_STRIDE for v in self.pixel_size):
             raise ValueError(f"pixel_size {self.pixel_size}: sides must be multiples of 4")

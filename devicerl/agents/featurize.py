@@ -47,7 +47,8 @@ _POINT_TOL = 1e-6
 INSTR_OVERLAP = slice(0, 2)
 #: Column of the "inside quotes" instruction feature.
 INSTR_QUOTED = 5
-#: Column of the token's relative position in the instruction (zeroed with relative positions).
+#: Column of the token's relative position in the instruction (zeroed unless positions are
+#: ``absolute``).
 INSTR_POSITION = 6
 ELEM_OVERLAP = slice(15, 20)
 #: Columns of the DOM flags (clickable, focused, editable), zeroed when ``dom_flags`` is off.
@@ -358,7 +359,7 @@ class Featurizer:
         if not cfg.overlap_features:
             instr_feats[:, :, INSTR_OVERLAP] = 0.0
             elem_feats[:, :, ELEM_OVERLAP] = 0.0
-        if cfg.instr_positions == "relative":
+        if cfg.instr_positions != "absolute":
             instr_feats[:, :, INSTR_POSITION] = 0.0
         if not cfg.dom_flags:
             elem_feats[:, :, ELEM_DOM_FLAGS] = 0.0

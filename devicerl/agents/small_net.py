@@ -87,15 +87,17 @@ class SmallEncoder(nn.Module):
         self.d_model = d
         self.pieces = nn.EmbeddingBag(fc.buckets, d, mode="mean", padding_idx=0)
         self.roles = nn.Embedding(ROLE_BUCKETS, d, padding_idx=0)
-        # Token order: an embedding per index (absolute), or a per-head attention bias per
-        # clipped offset between two instruction tokens (relative; zero at first: order-blind).
+        # Token order: an embedding per index (absolute; shifted: from an offset that depends on
+        # the instruction's words), or a per-head attention bias per clipped offset between two
+        # instruction tokens (relative; zero at first: order-blind).
         self.relative = fc.instr_positions == "relative"
+        self.shift = fc.max_instr_tokens if fc.instr_positions == "shifted" else 0
         self.n_heads = cfg.n_heads
         if self.relative:
             self.rel_bias = nn.Embedding(2 * REL_CLIP + 1, cfg.n_heads)
             nn.init.zeros_(self.rel_bias.weight)
         else:
-            self.positions = nn.Embedding(fc.max_instr_tokens, d)
+            self.positions = nn.Embedding(fc.max_instr_tokens + self.shift, d)
         self.kinds = nn.Embedding(4, d)  # global, instruction, element, image
         self.instr_feats = nn.Linear(fc.instr_features, d)
         self.elem_feats = nn.Sequential(nn.Linear(fc.elem_features, d), nn.GELU(), nn.Linear(d, d))
@@ -147,7 +149,10 @@ class SmallEncoder(nn.Module):
         instr = (
             self._bag(batch.instr_ids) + self.instr_feats(batch.instr_feats) + self.kinds.weight[1]
         )
-        if not self.relative:
+        if self.shift:  # the same instruction always gets the same offset (log-probs agree)
+            start = batch.instr_ids[:, :, 0].sum(1, keepdim=True) % self.shift
+            instr = instr + self.positions(start + torch.arange(li, device=start.device))
+        elif not self.relative:
             instr = instr + self.positions.weight[:li]
         elems = (
             self._bag(batch.elem_ids)
