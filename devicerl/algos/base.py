@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -127,6 +127,7 @@ class Learner(ABC):
             noops, samples = len(samples) - len(kept), kept
         if not samples:
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
+        draw = self._sampler(samples)
         beta = cfg.entropy_weight(self.actor.version)
         states = every_step(data) if beta > 0 else []
         use_entropy = bool(states)
@@ -136,7 +137,7 @@ class Learner(ABC):
             for _ in range(cfg.updates):
                 self.actor_opt.zero_grad(set_to_none=True)
                 for _ in range(cfg.grad_accum):
-                    batch = [self.rng.choice(samples) for _ in range(cfg.batch_size)]
+                    batch = [draw() for _ in range(cfg.batch_size)]
                     loss = self._nll(self.grad_sync.shard(batch)) / cfg.grad_accum
                     losses.append(loss.item() * cfg.grad_accum)
                     if use_entropy:
@@ -165,6 +166,16 @@ class Learner(ABC):
         if entropies:
             out["train/actor_entropy"] = sum(entropies) / len(entropies)
         return out
+
+    def _sampler(self, samples: Sequence[Sample]) -> Callable[[], Sample]:
+        """Draws one imitated step: uniformly, or with ``balance_tasks`` a task first."""
+        if not self.actor_config.balance_tasks:
+            return lambda: self.rng.choice(samples)
+        by_task: dict[str, list[Sample]] = {}
+        for s in samples:
+            by_task.setdefault(s.trajectory.task, []).append(s)
+        groups = list(by_task.values())
+        return lambda: self.rng.choice(self.rng.choice(groups))
 
     def _observations(self, batch: Sequence[Sample]) -> list[Observation]:
         if self.actor.uses_history:  # the input the actor saw when it acted

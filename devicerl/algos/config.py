@@ -48,6 +48,14 @@ class ActorConfig:
             "went on): it cannot have helped (off: the paper keeps every filtered step)"
         },
     )
+    balance_tasks: bool = field(
+        default=False,
+        metadata={
+            "help": "draw each minibatch step from a task drawn uniformly among the tasks of the "
+            "imitated steps, so a task's first rare successes weigh as much as a solved task's "
+            "many (off: uniform over steps, as the paper)"
+        },
+    )
 
     def entropy_weight(self, version: int) -> float:
         """The entropy bonus's weight at policy version ``version``."""

@@ -1,0 +1,48 @@
+"""How the actor's minibatches are drawn from the imitated steps: uniformly over steps (the
+paper), or with ``balance_tasks`` a task first, then one of its steps."""
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+import torch
+
+from devicerl.actions import Action
+from devicerl.agents.small import SmallAgent
+from devicerl.algos.base import ActorConfig
+from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
+from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+
+
+class CountingAgent(SmallAgent):
+    """A small agent that counts, per instruction, the observations it learns from."""
+
+    def __init__(self) -> None:
+        super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
+        self.seen: Counter[str] = Counter()
+
+    def log_prob(self, observations: Sequence[Observation], *args, **kwargs) -> torch.Tensor:
+        self.seen.update(o.instruction for o in observations)
+        return super().log_prob(observations, *args, **kwargs)
+
+
+def _win(task: str) -> Trajectory:
+    obs = Observation(f"Tap {task}", (100, 100), elements=[UIElement("b", "button", task)])
+    t = Trajectory(task, obs.instruction, steps=[Step(obs, Action.tap(0.5, 0.5))])
+    t.steps[0].reward, t.steps[0].terminated = 1.0, True
+    t.final_observation = obs
+    return t.end(EndReason.SUCCESS)
+
+
+@pytest.mark.parametrize("balance", [False, True])
+def test_balance_tasks_gives_a_rare_task_half_of_each_minibatch(balance: bool) -> None:
+    wins = [_win("common") for _ in range(39)] + [_win("rare")]
+    agent = CountingAgent()
+    actor = ActorConfig(updates=10, batch_size=16, balance_tasks=balance)
+    metrics = FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=actor), seed=0).update(wins)
+    assert metrics["train/actor_samples"] == 40
+    share = agent.seen["Tap rare"] / sum(agent.seen.values())
+    if balance:
+        assert 0.4 < share < 0.6, share
+    else:
+        assert share < 0.07, share
