@@ -19,6 +19,8 @@ INSTR_FEATURES = 7
 ELEM_FEATURES = 20
 #: Extra columns (appended) with ``history`` on: per token, per element, and global ones.
 INSTR_HISTORY, ELEM_HISTORY = 2, 2
+#: Extra columns (appended last) with ``field_labels`` on (`devicerl.agents.field_labels`).
+INSTR_FIELD, ELEM_FIELD = 2, 2
 #: The pixel CNN downsamples by this factor (the element pooling masks are on its output grid).
 PIXEL_STRIDE = 4
 
@@ -70,13 +72,29 @@ class FeatureConfig:
         "off, so order within the instruction stays but 'the third token' is no fixed input",
     )
 
+    field_labels: bool = _opt(
+        False,
+        "text fields are known by their label (placeholder, ARIA label, or the short text left "
+        "of or above them), and instruction tokens are marked when they follow a mention of the "
+        "label of the field being typed into (or of another field)",
+    )
+
     @property
     def instr_features(self) -> int:
-        return INSTR_FEATURES + (INSTR_HISTORY if self.history else 0)
+        return (
+            INSTR_FEATURES
+            + (INSTR_HISTORY if self.history else 0)
+            + (INSTR_FIELD if self.field_labels else 0)
+        )
 
     @property
     def elem_features(self) -> int:
-        return ELEM_FEATURES + int(self.role_mention) + (ELEM_HISTORY if self.history else 0)
+        return (
+            ELEM_FEATURES
+            + int(self.role_mention)
+            + (ELEM_HISTORY if self.history else 0)
+            + (ELEM_FIELD if self.field_labels else 0)
+        )
 
     def __post_init__(self) -> None:
         if self.screenshot_size is not None:

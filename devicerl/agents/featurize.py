@@ -38,6 +38,7 @@ from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.config import ELEM_FEATURES as ELEM_FEATURES  # re-export
 from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
 from devicerl.agents.config import INSTR_FEATURES as INSTR_FEATURES  # re-export
+from devicerl.agents.field_labels import element_rows, field_labels, token_rows
 from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
@@ -199,6 +200,23 @@ def _typed_tokens(instruction: str, tokens, text: str) -> set[int]:
         hit.update(i for i, (_, s, e) in enumerate(tokens) if start <= s and e <= end)
         start = low.find(needle, start + 1)
     return hit
+
+
+def _typed_field(obs: Observation, meta: ObsMeta, dom_flags: bool) -> int | None:
+    """The kept element that typing would go into: the focused editable one (with DOM flags),
+    else the editable element the last action tapped, else None."""
+    if dom_flags:
+        for i, el in enumerate(meta.elements):
+            if el.focused and el.editable:
+                return i
+    prev = _previous_actions(obs)
+    last = prev[-1] if prev else None
+    if last is None or last.type is not ActionType.DUAL_POINT or last.touch is None:
+        return None
+    if last.is_swipe:
+        return None
+    hit, _, _ = tapped_elements(meta.elements, meta.tap_points, meta.screen_size, *last.touch)
+    return next((i for i in hit if meta.elements[i].editable), None)
 
 
 def _history_features(obs: Observation, tokens, meta: ObsMeta):
@@ -426,9 +444,12 @@ class Featurizer:
         tokens = split_words(obs.instruction)[: cfg.max_instr_tokens]
         elements = _keep_elements(obs.elements, cfg.max_elements, cfg.dom_flags)
         instr_words = [t.lower() for t, _, _ in tokens]
+        labels = field_labels(elements) if cfg.field_labels else []
         el_ids = []
-        for el in elements:
+        for j, el in enumerate(elements):
             ids = tok.text_ids(el.text, cfg.max_elem_ids)
+            if labels and labels[j]:  # a text field is known by its label's words
+                ids += tok.text_ids(" ".join(labels[j]), cfg.max_elem_ids - len(ids))
             ids += tok.text_ids(el.value, cfg.max_elem_ids - len(ids), namespace="v:")
             el_ids.append(ids or [stable_hash("<empty>", cfg.buckets)])
         meta = ObsMeta(
@@ -459,6 +480,12 @@ class Featurizer:
             tok_h, el_h, row["history"] = _history_features(obs, tokens, meta)
             row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_h)]
             row["el_feats"] = [a + b for a, b in zip(row["el_feats"], el_h)]
+        if cfg.field_labels:
+            target = _typed_field(obs, meta, cfg.dom_flags)
+            tok_f = token_rows(labels, instr_words, target)
+            row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_f)]
+            el_f = element_rows(labels, instr_words)
+            row["el_feats"] = [a + b for a, b in zip(row["el_feats"], el_f)]
         return row
 
     def _screenshots(self, observations: list[Observation]) -> torch.Tensor | None:
