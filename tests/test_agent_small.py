@@ -255,6 +255,35 @@ def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
     assert taps == {e.id for e in page.elements}
 
 
+def test_explore_spans_floors_the_typed_span_over_quoted_phrases() -> None:
+    """With ``explore_spans`` the floor also mixes a uniform choice over the instruction's
+    quoted phrases into the typed span (a pointer collapsed elsewhere still types each of them),
+    log-probs agree with acting, and greedy choices ignore the floor."""
+    from dataclasses import replace
+
+    instr = 'Enter the username "kasie" and the password "x7 b" into the text fields.'
+    page = replace(_page(), instruction=instr, extras={"explore": 0.5})
+    quoted = {"kasie", "x7 b"}
+
+    def typed(explore_spans: bool) -> tuple[list[str], float]:
+        agent = SmallAgent(
+            d_model=32, n_layers=1, seed=3, allowed_types=("TYPE",), quote_prior=-20.0,
+            explore_spans=explore_spans,
+        )  # fmt: skip
+        samples = agent.act([page] * 200)
+        lp = agent.log_prob([page] * 200, [s.action for s in samples])
+        assert torch.allclose(lp, torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+        greedy = agent.act([page], greedy=True)[0].action.text
+        return [s.action.text for s in samples], greedy
+
+    off, greedy_off = typed(False)
+    on, greedy_on = typed(True)
+    assert sum(t in quoted for t in off) == 0  # the prior steers away from quoted phrases
+    assert 0.35 <= sum(t in quoted for t in on) / len(on) <= 0.65  # half: the 0.5 floor
+    assert {t for t in on if t in quoted} == quoted  # each phrase, whole
+    assert greedy_on == greedy_off not in quoted
+
+
 def test_history_features_read_the_episodes_earlier_actions() -> None:
     from devicerl.actions import VALID_TYPES
     from devicerl.agents.featurize import INSTR_FEATURES

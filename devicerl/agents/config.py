@@ -174,6 +174,12 @@ class SmallAgentConfig:
         min=0,
         lt=1,
     )
+    explore_spans: bool = _opt(
+        False,
+        "the exploration floor (explore, or a collector's per-task level) also covers the typed "
+        "span: that share of a uniform choice over the instruction's quoted phrases (none when "
+        "it has none)",
+    )
     seed: int = _opt(0, "seed of the initial weights", min=0)
     features: FeatureConfig = field(default_factory=FeatureConfig)
     # Options beyond element taps and instruction spans (docs/agent-actions.md); all off by

@@ -216,9 +216,10 @@ class SmallAgent(TorchPolicy):
         def pick(logp: torch.Tensor) -> torch.Tensor:
             return self._pick(logp, greedy)
 
-        start = pick(lp.span.logsumexp(-1)).to(lp.span.device)
-        rows = torch.arange(start.shape[0], device=lp.span.device)
-        end_lp = lp.span[rows, start]
+        span = lp.span_greedy if greedy and lp.span_greedy is not None else lp.span
+        start = pick(span.logsumexp(-1)).to(span.device)
+        rows = torch.arange(start.shape[0], device=span.device)
+        end_lp = span[rows, start]
         return [pick(lp.type), pick(lp.gesture), pick(lp.element), start, pick(end_lp)]
 
     def _choose_more(

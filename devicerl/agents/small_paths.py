@@ -39,6 +39,8 @@ class HeadLogProbs(NamedTuple):
     source: torch.Tensor | None = None  # [B, 3]
     page: torch.Tensor | None = None  # [B, Le, W, W]: log p(element, start, end)
     explore: Explore = 0.0
+    #: the span log-probs without the floor (explore_spans), for greedy choices
+    span_greedy: torch.Tensor | None = None
 
 
 def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch.Tensor:
@@ -52,9 +54,22 @@ def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch
     return torch.where(valid, mixed.clamp(min=1e-30).log(), log_p)
 
 
+def with_span_floor(span: torch.Tensor, quoted: torch.Tensor, eps: Explore) -> torch.Tensor:
+    """The joint span log-probs [B, Li, Li] with ``eps`` of a uniform choice over the `quoted`
+    spans mixed in (rows without a quoted span unchanged)."""
+    if isinstance(eps, torch.Tensor):
+        eps = eps.view(-1, 1, 1)
+    elif eps <= 0:
+        return span
+    n = quoted.flatten(1).sum(-1).view(-1, 1, 1)
+    mixed = (1 - eps) * span.exp() + eps * quoted / n.clamp(min=1)
+    keep = (span > MASKED / 2) & (n > 0)
+    return torch.where(keep, mixed.clamp(min=1e-30).log(), span)
+
+
 def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.0) -> HeadLogProbs:
     """Log-probs of every head at ``temperature``; the floor covers the action type, the
-    element and, when on, the gesture, the point anchor and the text source."""
+    element and, when on, the gesture, the point anchor, the text source and the typed span."""
     t = float(temperature)
 
     def lsm(x: torch.Tensor) -> torch.Tensor:
@@ -71,16 +86,20 @@ def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.
     if logits.page is not None:
         elem, start, end = logits.page
         page = lsm(elem)[..., None, None] + lsm(start)[..., None] + lsm(end)
+    span = span_greedy = lsm(logits.start).unsqueeze(-1) + lsm(logits.end)
+    if logits.quoted_spans is not None:
+        span = with_span_floor(span, logits.quoted_spans, explore)
     return HeadLogProbs(
         with_floor(lsm(logits.type), logits.type, explore),
         gesture,
         with_floor(lsm(logits.element), logits.element, explore),
-        lsm(logits.start).unsqueeze(-1) + lsm(logits.end),
+        span,
         logits.enc,
         point,
         source,
         page,
         explore,
+        span_greedy,
     )
 
 
