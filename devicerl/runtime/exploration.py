@@ -1,16 +1,16 @@
 """Success-adaptive exploration: each episode's exploration level from its task's recent success.
 
 A policy trained only on what worked (Filtered BC, DigiRL's advantage-filtered regression) never
-learns from a task it has not solved yet: on such a task it repeats whatever it does elsewhere
-(e.g. taps the button the instruction names, ending the episode) and a global exploration floor
-small enough not to hurt the solved tasks rarely finds the first success. `TaskExploration`
-gives every new episode an exploration level of ``max_level x (1 - recent success rate of its
-task)``: a task with no success yet is explored at ``max_level``, a solved one hardly at all,
-and the level falls as the task is learnt. The collector asks `level` when an episode starts
-and passes the level to the policy as ``observation.extras["explore"]`` (the small agent mixes
-that fraction of uniform choice into its action-type and element choices; other agents ignore
-it); the collector `record`s every labelled episode as it hands it out (after judging, so a
-VLM judge's verdict counts). Beyond the DigiRL paper; off by default.
+learns from a task it has not solved yet: on such a task it repeats whatever it does elsewhere (e.g.
+taps the button the instruction names, ending the episode) and a global exploration floor small
+enough not to hurt the solved tasks rarely finds the first success. `TaskExploration` gives every
+new episode an exploration level of ``max_level x (1 - recent success rate of its task)``: a task
+with no success yet is explored at ``max_level``, a solved one hardly at all, and the level falls as
+the task is learnt. The collector asks `level` when an episode starts and passes the level to the
+policy as ``observation.extras["explore"]`` (the small agent mixes that fraction of uniform choice
+into its action-type and element choices, and with ``explore_spans`` into its typed span; other
+agents ignore it); the collector `record`s every labelled episode as it hands it out (after judging,
+so a VLM judge's verdict counts). Beyond the DigiRL paper; off by default.
 """
 
 from __future__ import annotations
