@@ -202,26 +202,28 @@ def _typed_tokens(instruction: str, tokens, text: str) -> set[int]:
     return hit
 
 
-def _typed_field(obs: Observation, meta: ObsMeta, dom_flags: bool) -> int | None:
+def _typed_field(prev: list[Action], meta: ObsMeta, dom_flags: bool) -> int | None:
     """The kept element that typing would go into: the focused editable one (with DOM flags),
-    else the editable element the last action tapped, else None."""
+    else the editable element the last of the earlier actions `prev` tapped, else None."""
     if dom_flags:
         for i, el in enumerate(meta.elements):
             if el.focused and el.editable:
                 return i
-    prev = _previous_actions(obs)
     last = prev[-1] if prev else None
-    if last is None or last.type is not ActionType.DUAL_POINT or last.touch is None:
-        return None
-    if last.is_swipe:
+    if (
+        last is None
+        or last.type is not ActionType.DUAL_POINT
+        or last.touch is None
+        or last.is_swipe
+    ):
         return None
     hit, _, _ = tapped_elements(meta.elements, meta.tap_points, meta.screen_size, *last.touch)
     return next((i for i in hit if meta.elements[i].editable), None)
 
 
-def _history_features(obs: Observation, tokens, meta: ObsMeta):
-    """(per-token rows, per-element rows, global row) of the history features."""
-    prev = _previous_actions(obs)
+def _history_features(obs: Observation, prev: list[Action], tokens, meta: ObsMeta):
+    """(per-token rows, per-element rows, global row) of the history features, from the
+    episode's earlier actions `prev`."""
     n_tok, n_el = len(tokens), len(meta.elements)
     tok_rows = [[0.0] * INSTR_HISTORY for _ in range(n_tok)]
     el_rows = [[0.0] * ELEM_HISTORY for _ in range(n_el)]
@@ -476,12 +478,13 @@ class Featurizer:
                 [*f, float(role_mentioned(el.role, instr_words))]
                 for f, el in zip(row["el_feats"], elements)
             ]
+        prev = _previous_actions(obs) if cfg.history or cfg.field_labels else []
         if cfg.history:
-            tok_h, el_h, row["history"] = _history_features(obs, tokens, meta)
+            tok_h, el_h, row["history"] = _history_features(obs, prev, tokens, meta)
             row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_h)]
             row["el_feats"] = [a + b for a, b in zip(row["el_feats"], el_h)]
         if cfg.field_labels:
-            target = _typed_field(obs, meta, cfg.dom_flags)
+            target = _typed_field(prev, meta, cfg.dom_flags)
             tok_f = token_rows(labels, instr_words, target)
             row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_f)]
             el_f = element_rows(labels, instr_words)
