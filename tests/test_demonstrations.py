@@ -1,0 +1,41 @@
+"""benchmarks/demonstrations.py on real headless Chromium: scripted login-user demonstrations are
+stored, read back as offline data, and every step is an action the small agent can express."""
+
+from __future__ import annotations
+
+import demonstrations as demos  # benchmarks/ (see conftest.py)
+import pytest
+
+from devicerl.actions import ActionType
+from devicerl.agents.config import SmallAgentConfig
+from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.runtime.trainer import load_offline
+from devicerl.tasks import SEED_RANGES
+
+
+def test_login_demonstrations_are_stored_and_expressible(tmp_path):
+    out = tmp_path / "demos"
+    kept = demos.record(["login-user"], 2, out, {"screenshot": False, "task_pages": 2})
+    assert kept == {"login-user": 2}
+    trajs = load_offline(str(out))
+    assert len(trajs) == 2
+    lo, hi = SEED_RANGES["train"]
+    agent = SmallAgent(
+        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), swipes=False)
+    )
+    for t in trajs:
+        assert t.success and lo <= t.seed < hi and t.extras["demonstration"] == "scripted"
+        kinds = [s.action.type for s in t.steps]
+        assert kinds == [ActionType.DUAL_POINT, ActionType.TYPE] * 2 + [ActionType.DUAL_POINT]
+        typed = [s.action.text for s in t.steps if s.action.type is ActionType.TYPE]
+        assert all(f'"{w}"' in t.instruction for w in typed)
+        seen = [t.agent_observation(i, s.observation) for i, s in enumerate(t.steps)]
+        log_p = agent.log_prob(seen, [s.action for s in t.steps])
+        assert bool((log_p > UNREPRESENTABLE_LOG_PROB / 2).all()), log_p
+
+
+def test_an_unknown_task_or_a_used_folder_is_refused(tmp_path):
+    with pytest.raises(SystemExit, match="no scripted solver for not-a-task"):
+        demos.record(["not-a-task"], 1, tmp_path / "x", {})
+    with pytest.raises(SystemExit, match="exists"):
+        demos.main(["--tasks", "login-user", "--out", str(tmp_path)])
