@@ -23,16 +23,21 @@ INSTR, PAGE = ActionKind.TYPE_INSTRUCTION, ActionKind.TYPE_PAGE
 COMPUTED, ENTER = ActionKind.TYPE_COMPUTED, ActionKind.ENTER
 
 
-def _fill(obs: Observation, entries: list[tuple[int | str, str]], submit: str = "Submit") -> Plan:
+def _fill(
+    obs: Observation,
+    entries: list[tuple[int | str, str]],
+    submit: str = "Submit",
+    submit_role: str = "button",
+) -> Plan:
     """Tap each text field (its index among text fields, or its tag), type its text, tap
-    ``submit``."""
+    ``submit`` (an element of ``submit_role``)."""
     for which, text in entries:
         boxes = (
             find_all(obs, tag=which) if isinstance(which, str) else find_all(obs, role="textbox")
         )
         obs = yield tap(obs, boxes[0] if isinstance(which, str) else boxes[which])
         obs = yield type_text(text)
-    yield tap(obs, find(obs, role="button", text=submit))
+    yield tap(obs, find(obs, role=submit_role, text=submit))
 
 
 @solver("enter-text", "enter-text-dynamic", kinds=(TAP, INSTR))
@@ -50,6 +55,38 @@ def enter_password(obs: Observation) -> Plan:
 def login_user(obs: Observation) -> Plan:
     user, password = quoted(obs.instruction)[:2]
     yield from _fill(obs, [(0, user), (1, password)], submit="Login")
+
+
+@solver("multi-orderings", kinds=(TAP, INSTR))
+def multi_orderings(obs: Observation) -> Plan:
+    """Three boxes in a shuffled order, each labelled on its row (Genre, Director, Year)."""
+    match = re.search(r"Search for (\w+) movies directed by (\w+) from year (\d+)", obs.instruction)
+    if match is None:
+        raise LookupError(f"no query in {obs.instruction!r}")
+    value = dict(zip(("Genre", "Director", "Year"), match.groups()))
+    entries: list[tuple[int | str, str]] = []
+    for i, box in enumerate(find_all(obs, role="textbox")):
+        label = min(
+            find_all(obs, role="columnheader"), key=lambda h: abs(h.center[1] - box.center[1])
+        )
+        entries.append((i, value[label.text]))
+    yield from _fill(obs, entries, submit_role="group")  # the Submit of this form is a <div>
+
+
+@solver("search-engine", kinds=(TAP, INSTR))
+def search_engine(obs: Observation) -> Plan:
+    """Search the quoted name, turn to the result's page (3 per page), tap the k-th result."""
+    match = re.search(r"the (\d+)(?:st|nd|rd|th) search result", obs.instruction)
+    if match is None:
+        raise LookupError(f"no rank in {obs.instruction!r}")
+    rank = int(match.group(1)) - 1
+    obs = yield tap(obs, find(obs, role="textbox"))
+    obs = yield type_text(quoted(obs.instruction)[0])
+    obs = yield tap(obs, find(obs, role="button", text="Search"))
+    if rank >= 3:
+        obs = yield tap(obs, find(obs, role="link", text=str(rank // 3 + 1)))
+    results = find_all(obs, role="link", where=lambda e: e.attrs.get("class") == "search-title")
+    yield tap(obs, results[rank % 3])
 
 
 @solver("enter-date", "enter-time", kinds=(TAP, INSTR))
