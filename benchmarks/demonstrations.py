@@ -21,41 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from reach_solvers import SOLVERS
-from reach_solvers.kit import Plan
+from reach_solvers import SOLVERS, run_episode
 
-from devicerl.actions import Action
-from devicerl.agents.base import ActionSample, Policy
 from devicerl.data.store import TrajectoryWriter
 from devicerl.envs import make
-from devicerl.records import Observation
-from devicerl.runtime.rollout import rollout
 from devicerl.tasks import SEED_RANGES
 
 #: First seed of the demonstrations: inside the ``train`` range, far from where samplers start.
 FIRST_SEED = SEED_RANGES["train"][0] + 10_000_000
-
-
-class SolverPolicy(Policy):
-    """One episode of a scripted solver as a `Policy` (build one per episode)."""
-
-    def __init__(self, task: str) -> None:
-        self.solve = SOLVERS[task].fn
-        self.plan: Plan | None = None
-
-    def _next(self, obs: Observation) -> Action:
-        try:
-            if self.plan is None:
-                self.plan = self.solve(obs)
-                return next(self.plan)
-            return self.plan.send(obs)
-        except (StopIteration, LookupError, ValueError, AssertionError):
-            return Action.impossible()  # the solver gave up: the episode fails and is dropped
-
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
-        if len(observations) != 1:
-            raise ValueError("SolverPolicy plays one episode at a time")
-        return [ActionSample(self._next(observations[0]), log_prob=None)]
 
 
 def record(tasks: Sequence[str], episodes: int, out: Path, env_kwargs: dict) -> dict[str, int]:
@@ -70,8 +43,8 @@ def record(tasks: Sequence[str], episodes: int, out: Path, env_kwargs: dict) -> 
             for task in tasks:
                 kept[task] = 0
                 for i in range(episodes):
-                    traj = rollout(env, SolverPolicy(task), f"miniwob/{task}", FIRST_SEED + i)
-                    if traj.success:
+                    episode, traj = run_episode(env, task, FIRST_SEED + i)
+                    if episode.success:
                         traj.extras["demonstration"] = "scripted"
                         writer.append(traj)
                         kept[task] += 1

@@ -26,7 +26,6 @@ from reach_solvers import SOLVERS, Episode, run_episode
 
 from devicerl.agents.capabilities import ActionKind
 from devicerl.envs import make
-from devicerl.tasks.miniwob import step_budget
 from devicerl.tasks.miniwob_reach import NEEDS
 
 SOLVED_AT = 0.95
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     try:
         for task in tasks:
-            episodes = [run_episode(env, task, s, step_budget(task)) for s in seeds]
+            episodes = [run_episode(env, task, s)[0] for s in seeds]
             row = _row(task, episodes)
             rows.append(row)
             mark = f"  failed seeds {row['failed_seeds']}" if row["failed_seeds"] else ""

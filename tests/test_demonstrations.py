@@ -39,3 +39,32 @@ def test_an_unknown_task_or_a_used_folder_is_refused(tmp_path):
         demos.record(["not-a-task"], 1, tmp_path / "x", {})
     with pytest.raises(SystemExit, match="exists"):
         demos.main(["--tasks", "login-user", "--out", str(tmp_path)])
+
+
+def test_a_solver_outside_the_vocabulary_or_failing_ends_its_episode(monkeypatch):
+    from reach_solvers import SOLVERS, Solver, SolverPolicy
+
+    from devicerl.actions import Action
+    from devicerl.records import Observation
+
+    def goes_home(obs):
+        yield Action.tap(0.5, 0.5)
+        yield Action.home()  # outside ALLOWED: never played
+
+    def fails(obs):
+        raise LookupError("no element with {'text': 'Submit'}")
+        yield  # a generator
+
+    monkeypatch.setitem(SOLVERS, "x-home", Solver("x-home", (), goes_home))
+    monkeypatch.setitem(SOLVERS, "x-fail", Solver("x-fail", (), fails))
+    obs = Observation(instruction="do it", screen_size=(160, 210))
+    home = SolverPolicy("x-home")
+    assert home.act([obs])[0].action.type is ActionType.DUAL_POINT and not home.error
+    for _ in range(2):  # refused, then stays refused
+        assert home.act([obs])[0].action.type is ActionType.STATUS_TASK_IMPOSSIBLE
+    assert "outside its vocabulary" in home.error
+    fail = SolverPolicy("x-fail")
+    assert fail.act([obs])[0].action.type is ActionType.STATUS_TASK_IMPOSSIBLE
+    assert fail.error.startswith("LookupError: no element")
+    with pytest.raises(ValueError, match="one episode at a time"):
+        fail.act([obs, obs])

@@ -7,20 +7,24 @@ calls, no JavaScript): whatever it reads, it read from the observation.
 
 A solver is a generator: it yields an `Action`, receives the next `Observation`, and so on;
 returning ends its attempt. `SOLVERS` maps task names to `Solver`s (each declares the
-`ActionKind`s it uses, which the benchmark counts).
+`ActionKind`s it uses, which the benchmark counts). `SolverPolicy` plays a solver as a `Policy`
+(the reach benchmark and the demonstrations both run it through `rollout`).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from devicerl.actions import Action, ActionType
+from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.capabilities import ActionKind
-from devicerl.records import Observation, UIElement
+from devicerl.envs.base import DeviceEnv
+from devicerl.records import Observation, Trajectory, UIElement
+from devicerl.runtime.rollout import rollout
 
 Plan = Generator[Action, Observation, None]
 SolverFn = Callable[[Observation], Plan]
@@ -151,6 +155,43 @@ def settle(seconds: float = 0.4) -> None:
 
 
 # -- running ------------------------------------------------------------------------------------
+class SolverPolicy(Policy):
+    """One episode of ``task``'s solver as a `Policy` (build one per episode).
+
+    It answers each observation with the solver's next action. When the solver gives up, fails
+    (`LookupError` / `ValueError` / `AssertionError`) or uses an action outside `ALLOWED`, it
+    answers ``status: impossible`` (the episode fails) and keeps the reason in ``error``.
+    """
+
+    def __init__(self, task: str) -> None:
+        self.solve = SOLVERS[task].fn
+        self.plan: Plan | None = None
+        self.error = ""
+
+    def _next(self, obs: Observation) -> Action:
+        if not self.error:
+            try:
+                if self.plan is None:
+                    self.plan = self.solve(obs)
+                    action = next(self.plan)
+                else:
+                    action = self.plan.send(obs)
+            except StopIteration:
+                self.error = "solver gave up"
+            except (LookupError, ValueError, AssertionError) as e:
+                self.error = f"{type(e).__name__}: {e}"
+            else:
+                if action.type in ALLOWED:
+                    return action
+                self.error = f"solver used {action.type.value}, outside its vocabulary"
+        return Action.impossible()
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+        if len(observations) != 1:
+            raise ValueError("SolverPolicy plays one episode at a time")
+        return [ActionSample(self._next(observations[0]), log_prob=None)]
+
+
 @dataclass
 class Episode:
     task: str
@@ -162,27 +203,13 @@ class Episode:
     error: str = ""
 
 
-def run_episode(env: Any, task: str, seed: int, max_steps: int) -> Episode:
-    """One episode of ``task``'s solver on ``env`` (a MiniWoB++ `BrowserEnv`)."""
-    solve = SOLVERS[task].fn
+def run_episode(env: DeviceEnv, task: str, seed: int) -> tuple[Episode, Trajectory]:
+    """One episode of ``task``'s solver on ``env`` (a MiniWoB++ device, which ends it at the
+    task's step budget): its summary, and the trajectory `rollout` recorded."""
+    policy = SolverPolicy(task)
     t0 = time.perf_counter()
-    obs = env.reset(f"miniwob/{task}", seed=seed)
-    plan = solve(obs)
-    steps, raw, error = 0, 0.0, ""
-    try:
-        action = next(plan)
-        while steps < max_steps:
-            if action.type not in ALLOWED:
-                raise ValueError(f"solver used {action.type.value}, outside its vocabulary")
-            result = env.step(action)
-            steps += 1
-            if result.done:
-                raw = float(result.info.get("raw_reward", 0.0))
-                break
-            action = plan.send(result.observation)
-    except StopIteration:
-        error = "solver gave up"
-    except (LookupError, ValueError, AssertionError) as e:
-        error = f"{type(e).__name__}: {e}"
-    plan.close()
-    return Episode(task, seed, raw > 0, raw, steps, time.perf_counter() - t0, error)
+    traj = rollout(env, policy, f"miniwob/{task}", seed)
+    raw = float(traj.steps[-1].info.get("raw_reward", 0.0)) if traj.steps else 0.0
+    error = policy.error or traj.truncation_cause or ""
+    seconds = time.perf_counter() - t0
+    return Episode(task, seed, bool(traj.success), raw, len(traj.steps), seconds, error), traj
