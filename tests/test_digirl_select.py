@@ -41,7 +41,7 @@ def trajectory(name: str, values: list[float], success: bool, max_steps: int) ->
     return t.end(EndReason.SUCCESS if success else EndReason.FAILURE, success=success)
 
 
-V_INSTR = {"a": 0.3, "b": 0.1, "c": 0.8, "d": 0.6}
+V_INSTR = {"a": 0.3, "b": 0.1, "c": 0.8, "d": 0.6, "e": 0.5, "f": 0.5}
 
 
 def data() -> list[Trajectory]:
@@ -89,6 +89,9 @@ def test_select_curriculum_then_step_filter() -> None:
     }  # fmt: skip
     assert stats["train/step_filter_kept_frac"] == pytest.approx(7 / 10)
     assert stats["train/kept_steps_failed_frac"] == pytest.approx(1 / 7)  # b's step
+    # successes a, c, d have 7 steps, c's first is dropped; values spread .7 .4 .2 .2 (a b c d)
+    assert stats["train/success_steps_dropped_frac"] == pytest.approx(1 / 7)
+    assert stats["train/step_value_spread"] == pytest.approx((0.7 + 0.4 + 0.2 + 0.2) / 4)
     assert stats["train/kept_steps"] == 7 and stats["train/kept_trajectories"] == 4
 
 
@@ -126,6 +129,7 @@ def test_ablation_switches() -> None:
     every = {(n, i) for n, k in (("a", 3), ("b", 3), ("c", 2), ("d", 2)) for i in range(k)}
     samples, stats = learner(top_p=1.0, step_filter=False).select(data())
     assert kept(samples) == every and stats["train/step_filter_kept_frac"] == 1.0
+    assert stats["train/success_steps_dropped_frac"] == 0.0
     samples, _ = learner(top_p=0.5, curriculum=False).select(data())  # all go to the filter
     assert kept(samples) == kept(learner(top_p=1.0).select(data())[0])
     # no critics: top-p by return (ties kept, failures never), every step (Filtered BC)
@@ -134,6 +138,19 @@ def test_ablation_switches() -> None:
     assert stats["train/curriculum_kept_frac"] == 0.75 and "train/v_instr_mean" not in stats
     bc = FilteredBC(SmallAgent(seed=0), FilteredBCConfig(top_p=0.5), seed=0)
     assert kept(bc.select(data())[0]) == kept(samples)
+
+
+def test_demonstration_steps_can_skip_the_step_filter() -> None:
+    # a flat critic: A = lam^(H-h) = 1/32 1/16 1/8 1/4 1/2 1, threshold 1/10: the first two go
+    demo = trajectory("e", [0.3] * 6, success=True, max_steps=10)
+    own = trajectory("f", [0.3] * 6, success=True, max_steps=10)
+    demo.extras["demonstration"] = "scripted"
+    samples, stats = learner(top_p=1.0).select([demo, own])
+    assert kept(samples) == {(n, i) for n in "ef" for i in range(2, 6)}
+    assert stats["train/success_steps_dropped_frac"] == pytest.approx(4 / 12)
+    samples, stats = learner(top_p=1.0, keep_demonstration_steps=True).select([demo, own])
+    assert kept(samples) == {("e", i) for i in range(6)} | {("f", i) for i in range(2, 6)}
+    assert stats["train/success_steps_dropped_frac"] == pytest.approx(2 / 12)
 
 
 def test_roc_auc() -> None:

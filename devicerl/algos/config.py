@@ -133,6 +133,14 @@ class DigiRLConfig:
             "min": 0,
         },
     )
+    keep_demonstration_steps: bool = field(
+        default=False,
+        metadata={
+            "help": "addition: every step of a demonstration (a trajectory whose extras name a "
+            "'demonstration') skips the step filter; the curriculum still ranks it (false: the "
+            "paper)"
+        },
+    )
     critic_warmup: int = field(
         default=0, metadata={"help": "first iterations that train only the critics", "min": 0}
     )

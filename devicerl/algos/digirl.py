@@ -18,11 +18,17 @@ their steps (Filtered BC). ``critic_warmup`` iterations train only the critics f
 offline and off-to-online configs use it, as the reference does). ``rehearse`` = N > 0 (an
 addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
 successes with the highest A_instr, so a solved task keeps being imitated.
+``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
+(``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
+demonstration's states apart gives A_step = lam^(H-h), which drops the first steps of every
+long one (benchmarks/step_filter_audit.py measures this on a run).
 
-Diagnostics, every iteration: the share of steps the step filter keeps, the share of
-trajectories the curriculum keeps, and the critics on a held-out slice of trajectories (about
-1 in ``heldout_every``, by episode id, never trained on by the critics): the step critic's Brier
-score and accuracy against the episode's success, the instruction critic's ROC AUC.
+Diagnostics, every iteration: the share of steps the step filter keeps (and the share of the
+kept successes' steps it drops), the share of trajectories the curriculum keeps, how far the
+step critic's values spread within a kept trajectory (max - min), and the critics on a held-out
+slice of trajectories (about 1 in ``heldout_every``, by episode id, never trained on by the
+critics): the step critic's Brier score and accuracy against the episode's success, the
+instruction critic's ROC AUC.
 """
 
 from __future__ import annotations
@@ -211,19 +217,26 @@ class DigiRL(Learner):
                 mask |= rehearsal_mask([t.task for t in pool], final, a_instr, cfg.rehearse)
         kept_traj = [t for t, k in zip(pool, mask.tolist()) if k]
         samples: list[Sample] = []
-        all_adv = []
+        all_adv, spreads = [], []
         if kept_traj:
             values = self.step_critic.values([s.observation for t in kept_traj for s in t.steps])
             offset = 0
             for t in kept_traj:
                 v = values[offset : offset + t.length]
                 offset += t.length
+                spreads.append(float(v.max() - v.min()))
                 adv = self.step_advantages(t, v)
                 all_adv.append(adv)
-                keep = keep_steps(adv, horizon(t)) if cfg.step_filter else [True] * t.length
+                filtered = cfg.step_filter and not (
+                    cfg.keep_demonstration_steps and t.extras.get("demonstration")
+                )
+                keep = keep_steps(adv, horizon(t)) if filtered else [True] * t.length
                 samples.extend(Sample(t, i) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
-        return samples, self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
+        stats = self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
+        if spreads:
+            stats["train/step_value_spread"] = sum(spreads) / len(spreads)
+        return samples, stats
 
     def step_advantages(self, t: Trajectory, values: torch.Tensor) -> torch.Tensor:
         """A_step of every step of `t` given its step values V(s_1..s_H) (next value after
@@ -242,6 +255,7 @@ class DigiRL(Learner):
         adv: torch.Tensor | None,
     ) -> dict[str, float]:
         kept_steps_in = sum(t.length for t in kept_traj)
+        success_steps = sum(t.length for t in kept_traj if t.success)
         out = {
             "train/kept_trajectories": float(len(kept_traj)),
             "train/kept_steps": float(len(samples)),
@@ -253,6 +267,12 @@ class DigiRL(Learner):
             "train/kept_steps_failed_frac": (
                 sum(not s.trajectory.success for s in samples) / len(samples)
                 if samples
+                else math.nan
+            ),
+            # steps of kept successes left out: with a flat step critic, a success's first steps
+            "train/success_steps_dropped_frac": (
+                1.0 - sum(s.trajectory.success for s in samples) / success_steps
+                if success_steps
                 else math.nan
             ),
         }

@@ -29,6 +29,8 @@ DIAGNOSTICS = (
     "train/step_filter_kept_frac",
     "train/curriculum_kept_frac",
     "train/kept_steps_failed_frac",
+    "train/success_steps_dropped_frac",
+    "train/step_value_spread",
     "train/critic_brier",
     "train/critic_accuracy",
     "train/instr_critic_auc",

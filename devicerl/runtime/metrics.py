@@ -46,6 +46,8 @@ KNOWN_METRICS: dict[str, str] = {
     "train/step_filter_kept_frac": "DigiRL: share of the curriculum's steps the step filter keeps",
     "train/curriculum_kept_frac": "DigiRL: share of the sampled trajectories the curriculum keeps",
     "train/kept_steps_failed_frac": "DigiRL: share of imitated steps from failed episodes",
+    "train/success_steps_dropped_frac": "DigiRL: share of the kept successes' steps filtered out",
+    "train/step_value_spread": "DigiRL: step critic's max - min value within a kept trajectory",
     "train/critic_brier": "DigiRL: step critic's Brier score on held-out trajectories' steps",
     "train/critic_accuracy": "DigiRL: step critic's accuracy (V > 0.5 vs success), held out",
     "train/instr_critic_auc": "DigiRL: instruction critic's ROC AUC on held-out trajectories",
