@@ -21,7 +21,7 @@ successes with the highest A_instr, so a solved task keeps being imitated.
 ``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
 (``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
 demonstration's states apart gives A_step = lam^(H-h), which drops the first steps of every
-long one (benchmarks/step_filter_audit.py measures this on a run).
+long one (benchmarks/filter_audit.py measures this on a run).
 
 Diagnostics, every iteration: the share of steps the step filter keeps (and the share of the
 kept successes' steps it drops), the share of trajectories the curriculum keeps, how far the
@@ -227,16 +227,21 @@ class DigiRL(Learner):
                 spreads.append(float(v.max() - v.min()))
                 adv = self.step_advantages(t, v)
                 all_adv.append(adv)
-                filtered = cfg.step_filter and not (
-                    cfg.keep_demonstration_steps and t.extras.get("demonstration")
-                )
-                keep = keep_steps(adv, horizon(t)) if filtered else [True] * t.length
+                keep = self.step_mask(t, adv)
                 samples.extend(Sample(t, i) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
         stats = self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
         if spreads:
             stats["train/step_value_spread"] = sum(spreads) / len(spreads)
         return samples, stats
+
+    def step_mask(self, t: Trajectory, advantages: torch.Tensor) -> torch.Tensor:
+        """The steps of `t` the step filter keeps, given their A_step: every step with the
+        filter off, or of a demonstration with ``keep_demonstration_steps``."""
+        cfg = self.config
+        if not cfg.step_filter or (cfg.keep_demonstration_steps and t.extras.get("demonstration")):
+            return torch.ones(t.length, dtype=torch.bool)
+        return keep_steps(advantages, horizon(t))
 
     def step_advantages(self, t: Trajectory, values: torch.Tensor) -> torch.Tensor:
         """A_step of every step of `t` given its step values V(s_1..s_H) (next value after

@@ -1,0 +1,133 @@
+"""What DigiRL's two filters do to a finished run's successes, task by task.
+
+Loads a DigiRL run's newest checkpoint (its critics) and the trajectories of the run's store
+(the off-to-online demonstrations included), and reports per task:
+
+- ``success_rate`` and ``v_instr``: the share of the task's stored trajectories that succeed and
+  the instruction critic's mean value for them. A success is ranked by A_instr = 1 - V_instr,
+  so a task whose V_instr is over-estimated sees its successes fall below the curriculum's cut.
+- ``in_curriculum``: share of the task's successes the curriculum keeps (top-p by A_instr over
+  the whole store, plus the run's ``rehearse`` successes per task), as `DigiRL.select` does.
+- ``steps_dropped`` / ``first_step_dropped``: share of the successes' steps the step filter
+  drops, and how often it drops a success's first step (every success, kept or not).
+- ``value_spread``: how far the step critic's values spread within a success (max - min).
+  Near 0, A_step of a success is lam^(H-h) alone and the filter keeps by position: the last
+  steps of every success, never the first ones of a long success.
+
+    python benchmarks/filter_audit.py RUN [RUN ...] --out results/filter-audit.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+from devicerl.algos.base import usable
+from devicerl.algos.digirl import DigiRL
+from devicerl.config import load_config
+from devicerl.data.store import TrajectoryStore
+from devicerl.records import Trajectory
+from devicerl.runtime.checkpoint import CheckpointManager
+from devicerl.runtime.learner_setup import make_learner
+from devicerl.runtime.train_config import TrainConfig
+
+COLUMNS = (
+    "trajectories",
+    "success_rate",
+    "v_instr",
+    "in_curriculum",
+    "mean_length",
+    "steps_dropped",
+    "first_step_dropped",
+    "value_spread",
+)
+
+
+def load_learner(run: Path) -> DigiRL:
+    """The run's DigiRL learner with the critics of its newest checkpoint."""
+    cfg = load_config(TrainConfig, run / "config.yaml")
+    if cfg.algo != "digirl":
+        raise SystemExit(f"error: {run} is a {cfg.algo} run; the audit needs DigiRL's critics")
+    learner = make_learner(cfg, cfg.agent.make())
+    assert isinstance(learner, DigiRL)
+    ck = CheckpointManager(run / "checkpoints").load_latest()
+    if ck is None:
+        raise SystemExit(f"error: {run}/checkpoints holds no checkpoint")
+    for name, module in learner.modules().items():
+        module.load_state_dict(ck.models[name])
+    return learner
+
+
+def audit_trajectories(
+    learner: DigiRL, trajectories: Sequence[Trajectory]
+) -> dict[str, dict[str, float]]:
+    """Per task: the columns of `COLUMNS` over `trajectories`, under the learner's critics and
+    filters (tasks with no success report no step columns)."""
+    data = usable(list(trajectories))
+    samples, _ = learner.select(data)
+    curriculum = {id(s.trajectory) for s in samples}
+    v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
+    rows: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COLUMNS, 0.0))
+    for t, vi in zip(data, v_instr):
+        row = rows[t.task.split("/")[-1]]
+        row["trajectories"] += 1
+        row["v_instr"] += vi
+        if not t.success:
+            continue
+        v = learner.step_critic.values([s.observation for s in t.steps])
+        keep = learner.step_mask(t, learner.step_advantages(t, v))
+        row["success_rate"] += 1
+        row["in_curriculum"] += id(t) in curriculum
+        row["mean_length"] += t.length
+        row["steps_dropped"] += int((~keep).sum())
+        row["first_step_dropped"] += int(not keep[0])
+        row["value_spread"] += float(v.max() - v.min())
+    out = {}
+    for task, row in sorted(rows.items()):
+        n, wins, steps = row["trajectories"], row["success_rate"], row["mean_length"]
+        out[task] = {"trajectories": n, "success_rate": wins / n, "v_instr": row["v_instr"] / n}
+        if wins:
+            out[task] |= {
+                "in_curriculum": row["in_curriculum"] / wins,
+                "mean_length": steps / wins,
+                "steps_dropped": row["steps_dropped"] / steps,
+                "first_step_dropped": row["first_step_dropped"] / wins,
+                "value_spread": row["value_spread"] / wins,
+            }
+    return out
+
+
+def audit(run: Path) -> dict[str, dict[str, float]]:
+    """`audit_trajectories` over a run's store, under its newest checkpoint's critics."""
+    return audit_trajectories(load_learner(run), list(TrajectoryStore(run / "trajectories")))
+
+
+def table(runs: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Per task, the mean over runs of each column (over the runs that report it)."""
+    tasks = sorted({task for per in runs.values() for task in per})
+    lines = ["| task | " + " | ".join(COLUMNS) + " |", "|---|" + "---|" * len(COLUMNS)]
+    for task in tasks:
+        cells = []
+        for c in COLUMNS:
+            vals = [per[task][c] for per in runs.values() if c in per.get(task, {})]
+            cells.append(f"{sum(vals) / len(vals):.3f}" if vals else "-")
+        lines.append(f"| {task} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="DigiRL run folders (config.yaml inside)")
+    ap.add_argument("--out", type=Path, help="JSON file for the per-run, per-task numbers")
+    args = ap.parse_args()
+    runs = {str(run): audit(run) for run in args.runs}
+    print(table(runs))
+    if args.out:
+        args.out.write_text(json.dumps(runs, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""benchmarks/filter_audit.py: per task, what DigiRL's curriculum and step filter do to
+successes, hand-computed with fixed critics, and the same numbers read from a run folder's
+newest checkpoint and store."""
+
+from __future__ import annotations
+
+import filter_audit as fa  # benchmarks/ (see conftest.py)
+import pytest
+import torch
+from _runs import collect
+from test_digirl_select import learner, trajectory
+
+from devicerl.algos.digirl import DigiRL
+from devicerl.config import load_config
+from devicerl.runtime.learner_setup import make_learner
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+
+
+def runs() -> list:
+    return [
+        trajectory("e", [0.3] * 6, success=True, max_steps=10),  # flat critic, V_instr .5
+        trajectory("a", [0.1, 0.3, 0.5, 0.7, 0.9, 0.95], success=True, max_steps=10),  # .3
+        trajectory("b", [0.5, 0.2, 0.6], success=False, max_steps=10),  # V_instr .1
+    ]
+
+
+def test_the_curriculum_and_a_flat_critic_by_hand() -> None:
+    # A_instr: a .7, e .5, b -.1; top-p .3 of 3 keeps a alone
+    out = fa.audit_trajectories(learner(top_p=0.3), runs())
+    # e, flat: A_step = lam^(H-h) = 1/32 1/16 1/8 1/4 1/2 1 against 1/horizon = 0.1
+    e = dict(trajectories=1, success_rate=1, v_instr=0.5, in_curriculum=0, mean_length=6)
+    assert out["e"] == pytest.approx(
+        e | dict(steps_dropped=2 / 6, first_step_dropped=1, value_spread=0)
+    )
+    # a, rising: A_1 = 1/32 + (31/32) 0.2 = 0.225, every later A larger: all kept
+    a = dict(trajectories=1, success_rate=1, v_instr=0.3, in_curriculum=1, mean_length=6)
+    assert out["a"] == pytest.approx(
+        a | dict(steps_dropped=0, first_step_dropped=0, value_spread=0.85)
+    )
+    assert out["b"] == pytest.approx(dict(trajectories=1, success_rate=0, v_instr=0.1))
+    text = fa.table({"r": out})
+    assert "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 |" in text
+    assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - |" in text
+    # rehearsal brings e's success into the curriculum; a demonstration keeps every step
+    demo = runs()
+    demo[0].extras["demonstration"] = "scripted"
+    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, keep_demonstration_steps=True), demo)
+    assert out["e"]["in_curriculum"] == 1 and out["e"]["steps_dropped"] == 0
+
+
+def test_a_run_folder_is_audited_under_its_checkpoints_critics(tmp_path) -> None:
+    cfg = load_config(TrainConfig, None, ["algo=digirl", "env.name=synthetic"])
+    run = RunDir(tmp_path / "run").create()
+    run.save_config(cfg)
+    rl = make_learner(cfg, cfg.agent.make())
+    assert isinstance(rl, DigiRL)
+    with torch.no_grad():  # weights a freshly built learner does not have
+        for p in [*rl.step_critic.parameters(), *rl.instr_critic.parameters()]:
+            p.add_(0.05 * torch.randn_like(p))
+    models = {k: m.state_dict() for k, m in rl.modules().items()}
+    run.checkpoint_manager().save(1, models, {}, {"iteration": 1})
+    trajs = collect(30, screen=(48, 80))  # random-policy episodes
+    with run.writer() as w:
+        w.extend(trajs)
+    out, expected = fa.audit(run.path), fa.audit_trajectories(rl, trajs)
+    assert out and set(out) == set(expected)
+    for task, row in expected.items():
+        assert out[task] == pytest.approx(row)
+    fresh = fa.audit_trajectories(make_learner(cfg, cfg.agent.make()), trajs)  # type: ignore[arg-type]
+    assert any(fresh[t]["v_instr"] != pytest.approx(out[t]["v_instr"]) for t in out)
+    loaded = fa.load_learner(run.path)
+    for name, module in rl.modules().items():
+        theirs = loaded.modules()[name].state_dict()
+        assert all(torch.equal(v, theirs[k]) for k, v in module.state_dict().items())
+
+    cfg = load_config(TrainConfig, None, ["algo=filtered_bc", "env.name=synthetic"])
+    other = RunDir(tmp_path / "bc").create()
+    other.save_config(cfg)
+    with pytest.raises(SystemExit, match=r"bc is a filtered_bc run"):
+        fa.audit(other.path)
