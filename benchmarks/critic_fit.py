@@ -1,0 +1,119 @@
+"""Can DigiRL's step critic see progress? Fresh step critics fit offline on a run's store.
+
+A flat step critic (one value for every state of a trajectory) turns DigiRL's step filter into
+a position rule (benchmarks/filter_audit.py). This asks whether the flatness comes from too
+little training or from what the critic can represent: it fits fresh step critics, with the
+run's own featurisation and sizes, for a range of update counts and learning rates on the run's
+critic-training trajectories, and measures them on the run's held-out slice (the same hash
+split the run used, never trained on), beside the run's own final step critic:
+
+- ``brier`` / ``auc``: every held-out step's value against its episode's success;
+- ``spread``: max - min of the values within a held-out success;
+- ``rise``: V(last state) - V(first state) of a held-out success (> 0: the critic sees progress);
+- ``success_steps_kept``: share of the held-out successes' steps the step filter keeps;
+- ``failure_steps_kept``: share of the held-out failures' steps it keeps (steps whose value
+  rise beats 1/H: what DigiRL can learn from a failure; 0 under a flat critic).
+
+    python benchmarks/critic_fit.py RUN --updates 625 2500 10000 --lr 1e-4 1e-3 --out J
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from filter_audit import load_learner
+
+from devicerl.algos.base import horizon, usable
+from devicerl.algos.digirl import DigiRL, roc_auc
+from devicerl.algos.formulas import keep_steps
+from devicerl.data.store import TrajectoryStore
+from devicerl.records import Trajectory
+
+COLUMNS = ("brier", "auc", "spread", "rise", "success_steps_kept", "failure_steps_kept")
+
+
+def measure(learner: DigiRL, heldout: Sequence[Trajectory]) -> dict[str, float]:
+    """The columns of `COLUMNS` for the learner's step critic on `heldout`."""
+    values = learner.step_critic.values([s.observation for t in heldout for s in t.steps])
+    labels = torch.tensor([float(t.success) for t in heldout for _ in t.steps])
+    spread, rise, kept = [], [], {True: [0, 0], False: [0, 0]}
+    offset = 0
+    for t in heldout:
+        v = values[offset : offset + t.length]
+        offset += t.length
+        keep = keep_steps(learner.step_advantages(t, v), horizon(t))
+        kept[t.success][0] += int(keep.sum())
+        kept[t.success][1] += t.length
+        if t.success:
+            spread.append(float(v.max() - v.min()))
+            rise.append(float(v[-1] - v[0]))
+    return {
+        "brier": float(((values - labels) ** 2).mean()),
+        "auc": roc_auc(values, [bool(y) for y in labels.tolist()]),
+        "spread": sum(spread) / max(1, len(spread)),
+        "rise": sum(rise) / max(1, len(rise)),
+        "success_steps_kept": kept[True][0] / max(1, kept[True][1]),
+        "failure_steps_kept": kept[False][0] / max(1, kept[False][1]),
+    }
+
+
+def fit(
+    base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float, chunk: int = 250
+) -> DigiRL:
+    """A copy of `base` whose step critic is refit from scratch: `updates` minibatches of the
+    run's critic batch size at learning rate `lr`."""
+    learner = copy.deepcopy(base)
+    fresh = type(learner.step_critic)(learner.step_critic.config)
+    learner.step_critic.load_state_dict(fresh.state_dict())
+    learner.step_opt = torch.optim.AdamW(learner.step_critic.parameters(), lr=lr)
+    learner.config.critic.instruction_updates = 0
+    done = 0
+    while done < updates:
+        learner.config.critic.step_updates = min(chunk, updates - done)
+        learner.critic_step(train)
+        done += learner.config.critic.step_updates
+    return learner
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a DigiRL run folder (config.yaml inside)")
+    ap.add_argument("--updates", type=int, nargs="+", default=[625, 2500, 10000])
+    ap.add_argument("--lr", type=float, nargs="+", default=[1e-4, 1e-3])
+    ap.add_argument("--seed", type=int, default=0, help="torch seed of the fresh critics")
+    ap.add_argument("--out", type=Path, help="JSON file for the rows")
+    args = ap.parse_args()
+    base = load_learner(args.run)
+    data = usable(list(TrajectoryStore(args.run / "trajectories")))
+    train, heldout = base.split_heldout(data)
+    if not heldout or not any(t.success for t in heldout):
+        raise SystemExit(f"error: {args.run} has no held-out success to measure on")
+    print(
+        f"{args.run}: {len(train)} training trajectories, {len(heldout)} held out "
+        f"({sum(t.success for t in heldout)} successes)"
+    )
+    rows = {"run's final critic": measure(base, heldout)}
+    for lr in args.lr:
+        for updates in args.updates:
+            torch.manual_seed(args.seed)
+            start = time.monotonic()
+            rows[f"fresh, {updates} updates, lr {lr:g}"] = measure(
+                fit(base, train, updates, lr), heldout
+            )
+            print(f"  fit {updates} updates at lr {lr:g}: {time.monotonic() - start:.0f}s")
+    print("| step critic | " + " | ".join(COLUMNS) + " |")
+    print("|---|" + "---|" * len(COLUMNS))
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in COLUMNS) + " |")
+    if args.out:
+        args.out.write_text(json.dumps({"run": str(args.run), "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
