@@ -8,8 +8,8 @@ critic-training trajectories, and measures them on the run's held-out slice (the
 split the run used, never trained on), beside the run's own final step critic:
 
 - ``brier`` / ``auc``: every held-out step's value against its episode's success;
-- ``spread``: max - min of the values within a held-out success;
-- ``rise``: V(last state) - V(first state) of a held-out success (> 0: the critic sees progress);
+- ``spread``: max - min of the values within a held-out success of two steps or more;
+- ``rise``: V(last state) - V(first state) of such a success (> 0: the critic sees progress);
 - ``success_steps_kept``: share of the held-out successes' steps the step filter keeps;
 - ``failure_steps_kept``: share of the held-out failures' steps it keeps (steps whose value
   rise beats 1/H: what DigiRL can learn from a failure; 0 under a flat critic).
@@ -50,7 +50,7 @@ def measure(learner: DigiRL, heldout: Sequence[Trajectory]) -> dict[str, float]:
         keep = keep_steps(learner.step_advantages(t, v), horizon(t))
         kept[t.success][0] += int(keep.sum())
         kept[t.success][1] += t.length
-        if t.success:
+        if t.success and t.length > 1:
             spread.append(float(v.max() - v.min()))
             rise.append(float(v[-1] - v[0]))
     return {
@@ -96,7 +96,8 @@ def main() -> None:
         raise SystemExit(f"error: {args.run} has no held-out success to measure on")
     print(
         f"{args.run}: {len(train)} training trajectories, {len(heldout)} held out "
-        f"({sum(t.success for t in heldout)} successes)"
+        f"({sum(t.success for t in heldout)} successes, "
+        f"{sum(t.success and t.length > 1 for t in heldout)} of them of two steps or more)"
     )
     rows = {"run's final critic": measure(base, heldout)}
     for lr in args.lr:

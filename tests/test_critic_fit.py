@@ -23,21 +23,23 @@ def test_measure_by_hand() -> None:
         trajectory("e", [0.3] * 6, success=True, max_steps=10),
         # failure: A = V(s') - V(s) = -.3 .4 -.6, the second step kept
         trajectory("b", [0.5, 0.2, 0.6], success=False, max_steps=10),
+        # one-step success: kept, nothing to spread
+        trajectory("c", [0.4], success=True, max_steps=10),
     ]
     out = cf.measure(learner(), heldout)
-    values = [0.2, 0.6, 0.9] + [0.3] * 6 + [0.5, 0.2, 0.6]
-    labels = [1.0] * 9 + [0.0] * 3
-    brier = sum((v - y) ** 2 for v, y in zip(values, labels)) / 12
+    values = [0.2, 0.6, 0.9] + [0.3] * 6 + [0.5, 0.2, 0.6] + [0.4]
+    labels = [1.0] * 9 + [0.0] * 3 + [1.0]
+    brier = sum((v - y) ** 2 for v, y in zip(values, labels)) / 13
     # (success step, failure step) pairs ordered right, ties half: .9 beats all three failure
-    # values, .6 beats two and ties one, .2 ties one, each .3 beats .2 only
-    auc = (3 + 2.5 + 0.5 + 6 * 1) / 27
+    # values, .6 beats two and ties one, .2 ties one, each .3 and the .4 beat .2 only
+    auc = (3 + 2.5 + 0.5 + 7 * 1) / 30
     assert out == pytest.approx(
         dict(
             brier=brier,
             auc=auc,
             spread=(0.7 + 0.0) / 2,
             rise=(0.7 + 0.0) / 2,
-            success_steps_kept=(3 + 4) / 9,
+            success_steps_kept=(3 + 4 + 1) / 10,
             failure_steps_kept=1 / 3,
         )
     )
