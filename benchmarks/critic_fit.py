@@ -10,7 +10,8 @@ split the run used, never trained on), beside the run's own final step critic:
 - ``brier`` / ``auc``: every held-out step's value against its episode's success;
 - ``spread``: max - min of the values within a held-out success of two steps or more;
 - ``rise``: V(last state) - V(first state) of such a success (> 0: the critic sees progress);
-- ``success_steps_kept``: share of the held-out successes' steps the step filter keeps;
+- ``success_steps_kept``: share of the held-out successes' steps the step filter keeps (the
+  critic's own verdict: demonstrations are filtered too, whatever ``keep_demonstration_steps``);
 - ``failure_steps_kept``: share of the held-out failures' steps it keeps (steps whose value
   rise beats 1/H: what DigiRL can learn from a failure; 0 under a flat critic).
 
@@ -63,21 +64,18 @@ def measure(learner: DigiRL, heldout: Sequence[Trajectory]) -> dict[str, float]:
     }
 
 
-def fit(
-    base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float, chunk: int = 250
-) -> DigiRL:
+def fit(base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float) -> DigiRL:
     """A copy of `base` whose step critic is refit from scratch: `updates` minibatches of the
-    run's critic batch size at learning rate `lr`."""
+    run's critic batch size at learning rate `lr`. The fresh weights come from the critic
+    config's seed and the minibatches from a copy of `base`'s sampler, so every fit of a run
+    starts from the same point."""
     learner = copy.deepcopy(base)
     fresh = type(learner.step_critic)(learner.step_critic.config)
     learner.step_critic.load_state_dict(fresh.state_dict())
     learner.step_opt = torch.optim.AdamW(learner.step_critic.parameters(), lr=lr)
     learner.config.critic.instruction_updates = 0
-    done = 0
-    while done < updates:
-        learner.config.critic.step_updates = min(chunk, updates - done)
-        learner.critic_step(train)
-        done += learner.config.critic.step_updates
+    learner.config.critic.step_updates = updates
+    learner.critic_step(train)
     return learner
 
 
@@ -86,7 +84,6 @@ def main() -> None:
     ap.add_argument("run", type=Path, help="a DigiRL run folder (config.yaml inside)")
     ap.add_argument("--updates", type=int, nargs="+", default=[625, 2500, 10000])
     ap.add_argument("--lr", type=float, nargs="+", default=[1e-4, 1e-3])
-    ap.add_argument("--seed", type=int, default=0, help="torch seed of the fresh critics")
     ap.add_argument("--out", type=Path, help="JSON file for the rows")
     args = ap.parse_args()
     base = load_learner(args.run)
@@ -102,7 +99,6 @@ def main() -> None:
     rows = {"run's final critic": measure(base, heldout)}
     for lr in args.lr:
         for updates in args.updates:
-            torch.manual_seed(args.seed)
             start = time.monotonic()
             rows[f"fresh, {updates} updates, lr {lr:g}"] = measure(
                 fit(base, train, updates, lr), heldout
