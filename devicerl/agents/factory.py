@@ -74,9 +74,9 @@ class AgentSpec:
 
             return APIAgent(self.api)
         if self.kind == "oracle":
-            from devicerl.agents.scripted import SyntheticOracle
+            from devicerl.agents.scripted import PlanOracle
 
-            return SyntheticOracle()
+            return PlanOracle()
         if self.kind == "uniform":  # uniform over what the small agent `small` can express
             from devicerl.agents.random import UniformPolicy
 

@@ -1,8 +1,13 @@
-"""A scripted oracle for the synthetic tasks: demonstrations for behaviour cloning and tests.
+"""Scripted oracles: demonstrations for behaviour cloning (pre-training) and tests.
 
-It reads only what an agent sees (the instruction and the UI elements), so its demonstrations
-are learnable from observations: tap the element labelled X; to type W into X, tap X until it
-is focused, then type W.
+`SyntheticOracle` solves the synthetic tasks reading only what an agent sees (the instruction
+and the UI elements), so its demonstrations are learnable from observations: tap the element
+labelled X; to type W into X, tap X until it is focused, then type W.
+
+`PlanOracle` follows the plan a task publishes with its first observation
+(``extras["oracle_plan"]``, e.g. the web-skills pages of `devicerl.tasks.webskills`): taps of
+elements by DOM id (at their centre, where the small agent taps) and texts to type. Where no
+plan is published it falls back to `SyntheticOracle`.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from devicerl.actions import Action
+from devicerl.actions import Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.records import Observation
 
@@ -33,6 +38,39 @@ class SyntheticOracle(Policy):
         if word is not None and target.focused:
             return Action.type_text(word)
         return Action.tap(*obs.to_normalised(*target.center))
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+        return [ActionSample(self._one(o), log_prob=0.0) for o in observations]
+
+
+def _plan_action(obs: Observation, step: dict) -> Action:
+    """One plan step on the current screen (impossible when its element is not shown)."""
+    if "type" in step:
+        return Action.type_text(str(step["type"]))
+    target = next((e for e in obs.elements if e.attrs.get("id") == step.get("tap")), None)
+    if target is None:
+        return Action.impossible()
+    return Action.tap(*obs.to_normalised(*target.center))
+
+
+class PlanOracle(Policy):
+    """Follows ``extras["oracle_plan"]``, one step per action taken so far (the collector passes
+    the episode's earlier actions: ``uses_history``); `SyntheticOracle` where there is no plan.
+    After the plan's last step it declares the task complete."""
+
+    uses_history = True
+
+    def __init__(self) -> None:
+        self.synthetic = SyntheticOracle()
+
+    def _one(self, obs: Observation) -> Action:
+        plan = obs.extras.get("oracle_plan")
+        if plan is None:
+            return self.synthetic._one(obs)
+        done = len(obs.extras.get("previous_actions") or [])
+        if done >= len(plan):
+            return Action(ActionType.STATUS_TASK_COMPLETE)
+        return _plan_action(obs, plan[done])
 
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
         return [ActionSample(self._one(o), log_prob=0.0) for o in observations]

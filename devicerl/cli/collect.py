@@ -26,6 +26,9 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.preflight import check_run_config
     from devicerl.runtime.trainer import Trainer
 
+    # collecting is online and learns nothing, whatever the file says (a pre-training file
+    # names an offline mode and its data, which a collection has not made yet)
+    args.config_set = ["mode=online", "algo=none", *args.config_set]
     cfg = resolve_config(args)
     cfg.mode, cfg.algo = "online", "none"
     cfg.eval.at_end = False

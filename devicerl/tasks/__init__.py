@@ -22,8 +22,10 @@ set_task_resolver(get)
 register_device("synthetic/*", "devicerl.tasks.synthetic:make_synthetic_env", overwrite=True)
 register_device("miniwob", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
+register_device("webskills/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
+register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(
     "miniwob-dev",

@@ -133,9 +133,21 @@ def miniwob_tasks() -> list[Task]:
 
 
 # -- local HTTP server ---------------------------------------------------------------------
+#: Extra folders the server serves beside the package's html folder, by URL prefix (another
+#: suite whose pages use MiniWoB++'s ``core`` scripts mounts its folder here, e.g. web skills).
+MOUNTS: dict[str, Path] = {}
+
+
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+    def translate_path(self, path: str) -> str:
+        for prefix, folder in MOUNTS.items():
+            if path.startswith(f"/{prefix}/"):
+                rest = super().translate_path("/" + path[len(prefix) + 2 :])
+                return str(folder / Path(rest).relative_to(self.directory))
+        return super().translate_path(path)
 
 
 class _Server:
@@ -188,7 +200,7 @@ _RESET_JS = """(async () => {
   // The "START" cover shown when an episode ends would start a new one when clicked; episodes
   // start only here, so a click after the end is a no-op and the end is seen.
   if (core.cover_div) core.cover_div.onclick = null;
-  return core.getUtterance();
+  return %(result)s;
 })()"""
 
 _STATUS_JS = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON]"
@@ -203,6 +215,8 @@ class MiniWoBSuite(WebSuite):
     """
 
     allow_navigation = False
+    #: The JS expression the reset script returns once the episode has started (`on_reset`).
+    reset_result = "core.getUtterance()"
 
     def __init__(
         self,
@@ -251,6 +265,7 @@ class MiniWoBSuite(WebSuite):
             "seed": js_literal(int(seed)),
             "mode": js_literal(self.data_mode),
             "limit_ms": self.limit_ms,
+            "result": self.reset_result,
         }
 
     def status_script(self, task: Task) -> str:

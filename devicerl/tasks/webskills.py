@@ -1,0 +1,78 @@
+"""Web skills: generated pages of generic web-UI skills, the small agent's pre-training suite.
+
+DigiRL never starts from scratch: its policy is AutoUI, pre-trained on human demonstrations before
+any RL. The small agent has no such checkpoint, so this suite gives it one without touching the
+tasks it is evaluated on: seven page generators of generic skills, written for this project (no
+MiniWoB++ page, instruction or instance), each an HTML page on MiniWoB++'s ``core`` scripts (the
+same 160x210 frame, seeding and reward globals, so the browser device runs them as it runs
+MiniWoB++):
+
+- ``webskills/tap-element``: tap the button, link or item the instruction names (1-7 shown);
+- ``webskills/fill-form``: 1-4 labelled text fields (label left or above, placeholder, or none),
+  values given in any order and phrasing, then press the named button;
+- ``webskills/tick-boxes``: tick the listed checkboxes (or one radio button), then press a button;
+- ``webskills/open-then-tap``: open a section or a tab, then tap an element it shows;
+- ``webskills/tap-nth``: tap the n-th item of a list ("the third link", "the 2nd button");
+- ``webskills/focus-field``: tap into the named text field;
+- ``webskills/search-pick``: type a term into a search box, press search, tap a result.
+
+Every page publishes an oracle plan (``observation.extras["oracle_plan"]``: taps of element ids,
+then texts to type), which the ``oracle`` agent (`devicerl.agents.scripted.PlanOracle`) follows
+to record demonstrations; agents read the page, never the plan. Words, labels and values come
+from the pages' own lists (``webskills_html/common.js``). ``configs/webskills-pretrain.yaml``
+collects and imitates them (docs/pretraining.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from devicerl.envs.browser.websuite import PageSetup
+from devicerl.records import Task
+from devicerl.tasks.miniwob import MOUNTS, SKIP_IDS, TASK_SCREEN, TASK_VIEWPORT, MiniWoBSuite
+
+#: The browser device loads the suite of a web-skills task from here.
+WEB_SUITE = "devicerl.tasks.webskills:WebSkillsSuite"
+#: The pages (served by the MiniWoB++ server under ``/webskills/``).
+PAGES = Path(__file__).resolve().parent / "webskills_html"
+#: Task name -> step budget (the oracle needs at most budget - 1 steps).
+FAMILIES: dict[str, int] = {
+    "tap-element": 5,
+    "fill-form": 10,
+    "tick-boxes": 8,
+    "open-then-tap": 5,
+    "tap-nth": 5,
+    "focus-field": 5,
+    "search-pick": 8,
+}
+
+MOUNTS["webskills"] = PAGES
+
+
+def webskills_tasks() -> list[Task]:
+    """The ``webskills`` suite."""
+    return [
+        Task(f"webskills/{name}", max_steps=steps, env="browser", params={"web_suite": WEB_SUITE})
+        for name, steps in FAMILIES.items()
+    ]
+
+
+class WebSkillsSuite(MiniWoBSuite):
+    """Runs ``webskills/*`` tasks: MiniWoB++'s episode protocol on this package's pages, with
+    the oracle plan returned by the reset."""
+
+    reset_result = "({utterance: core.getUtterance(), plan: window.WS_PLAN || []})"
+
+    def page(self, task: Task) -> PageSetup:
+        base = self._base_url()
+        host = () if self.serve == "file" else (base.split("/")[2],)
+        if self.serve == "file":  # the pages load ../core/ from the miniwob package: serve both
+            raise ValueError("web skills pages need serve='http' (they share MiniWoB++'s core)")
+        url = f"{base}webskills/{task.short_name}.html"
+        return PageSetup(url, TASK_SCREEN, TASK_VIEWPORT, SKIP_IDS, host, False)
+
+    def on_reset(self, task: Task, value: Any) -> tuple[str, dict[str, Any]]:
+        value = value if isinstance(value, dict) else {}
+        plan = [dict(step) for step in value.get("plan") or [] if isinstance(step, dict)]
+        return str(value.get("utterance", "")), {"oracle_plan": plan}

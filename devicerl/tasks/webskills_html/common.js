@@ -1,0 +1,145 @@
+// Web skills: procedurally generated pages of generic web-UI skills (tap a named element, fill
+// labelled fields, tick listed boxes, open a section, pick the n-th item, search then pick).
+// Each page defines genProblem() for MiniWoB++'s core.js (seeded through Math.seedrandom, so
+// equal seeds give equal pages) and publishes WS_PLAN: the oracle's steps, [{tap: domId} |
+// {type: text}], which only a demonstration policy reads (agents see the page).
+var ws = {};
+
+ws.WORDS = ["apple", "river", "stone", "cloud", "green", "table", "north", "paper", "glass",
+  "light", "music", "ocean", "tiger", "honey", "maple", "bread", "chair", "dance", "eagle",
+  "field", "grape", "heart", "island", "jelly", "kite", "lemon", "mango", "night", "olive",
+  "piano", "queen", "robin", "sugar", "train", "umbrella", "violet", "wagon", "yellow", "zebra",
+  "amber", "bridge", "candle", "desert", "engine", "forest", "garden", "harbor", "insect",
+  "jacket", "kettle", "ladder", "marble", "needle", "orange", "pepper", "rabbit", "saddle",
+  "ticket", "valley", "window", "basket", "copper", "dinner", "feather", "ginger", "hammer",
+  "lantern", "meadow", "nickel", "oyster", "pillow", "quartz", "ribbon", "silver", "thunder",
+  "velvet", "walnut", "anchor", "beacon", "cactus", "dragon", "falcon", "glacier", "helmet",
+  "jungle", "lizard", "magnet", "pebble", "rocket", "shadow", "tunnel", "volcano", "whistle",
+  "blue", "red", "gold", "salt", "snow", "rain", "wind", "fire", "leaf", "moon", "star", "sun",
+  "lake", "hill", "road", "ship", "bird", "fish", "wolf", "bear", "frog", "duck", "lamp", "door",
+  "book", "coin", "ring", "bell", "drum", "horn", "flag", "nest", "seed", "root", "bark", "mint",
+  "plum", "pear", "corn", "rice", "milk", "soup", "cake", "tea", "cup", "jar", "box", "pen",
+  "map", "key", "hat", "sock", "shoe", "coat", "bag", "net", "rope", "wire", "tile", "brick"];
+ws.LABELS = ["Name", "Username", "Password", "Email", "City", "Code", "Title", "Note", "Phone",
+  "Query", "Message", "First name", "Last name", "Address", "Zip", "Color", "Pet", "Movie",
+  "Team", "Item", "Comment", "Tag", "Nickname", "Country", "Company", "Subject", "Author",
+  "Book", "Food", "Song", "Street", "Age", "Job", "Hobby", "Website", "Key", "PIN", "Word"];
+ws.BUTTONS = ["Submit", "OK", "Send", "Save", "Go", "Done", "Next", "Confirm", "Apply",
+  "Continue", "Finish", "Enter", "Login", "Sign in", "Search", "Find", "Update", "Post"];
+ws.ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"];
+ws.ORDINAL_NUMS = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th"];
+
+ws.pick = function (lst) { return core.sample(lst); };
+ws.chance = function (p) { return Math.random() < p; };
+// k distinct items of lst, in random order
+ws.pickN = function (lst, k) { return core.shuffle(lst.slice()).slice(0, k); };
+ws.cap = function (s) { return s.charAt(0).toUpperCase() + s.slice(1); };
+
+// A value to type: a word, a capitalised word, a random string, a number or two words.
+ws.value = function () {
+  var r = Math.random();
+  if (r < 0.3) return ws.pick(ws.WORDS);
+  if (r < 0.5) return ws.cap(ws.pick(ws.WORDS));
+  if (r < 0.75) {
+    var chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", s = "";
+    var n = core.randi(2, 9);
+    for (var i = 0; i < n; i++) s += chars.charAt(core.randi(0, chars.length));
+    return s;
+  }
+  if (r < 0.88) return String(core.randi(1, 10000));
+  return ws.pick(ws.WORDS) + " " + ws.pick(ws.WORDS);
+};
+// n distinct values
+ws.values = function (n) {
+  var out = [];
+  while (out.length < n) {
+    var v = ws.value();
+    if (out.indexOf(v) < 0) out.push(v);
+  }
+  return out;
+};
+// n distinct labels
+ws.labels = function (n) { return ws.pickN(ws.LABELS, n); };
+// n distinct display words (capitalised at random, the same way for all)
+ws.words = function (n) {
+  var w = ws.pickN(ws.WORDS, n);
+  var style = core.randi(0, 3);
+  return w.map(function (x) {
+    return style === 0 ? x : style === 1 ? ws.cap(x) : x.toUpperCase();
+  });
+};
+ws.quote = function (s) { return ws.chance(0.85) ? '"' + s + '"' : s; };
+// a value to type: quoted, or (one word, sometimes) bare
+ws.quoteValue = function (v) { return v.indexOf(" ") < 0 && ws.chance(0.15) ? v : '"' + v + '"'; };
+// "a", "a and b", "a, b and c" (or with "or" / commas only)
+ws.list = function (items) {
+  if (items.length <= 1) return items.join("");
+  var last = items[items.length - 1];
+  return items.slice(0, -1).join(", ") + (ws.chance(0.8) ? " and " : ", ") + last;
+};
+
+// -- building the page -----------------------------------------------------------------------
+ws.nextId = 0;
+ws.reset = function () {
+  ws.nextId = 0;
+  window.WS_PLAN = [];
+  var area = document.getElementById("area");
+  area.innerHTML = "";
+  area.style.textAlign = ws.chance(0.2) ? "center" : "left";
+  return area;
+};
+ws.el = function (tag, parent, text, cls) {
+  var e = document.createElement(tag);
+  e.id = "ws" + ws.nextId++;
+  if (text !== undefined && text !== null) e.textContent = text;
+  if (cls) e.className = cls;
+  if (parent) parent.appendChild(e);
+  return e;
+};
+ws.tap = function (el) { window.WS_PLAN.push({tap: el.id}); };
+ws.type = function (text) { window.WS_PLAN.push({type: text}); };
+ws.query = function (text) { document.getElementById("query").textContent = text; };
+ws.end = function (ok, reason) { core.endEpisode(ok ? 1.0 : -1.0, ok, reason); };
+
+// A clickable control showing `text`: a button, a link, a plain span or a list item.
+ws.control = function (parent, text, kind) {
+  kind = kind || ws.pick(["button", "button", "link", "span"]);
+  var e;
+  if (kind === "button") {
+    e = ws.el("button", parent, text);
+  } else if (kind === "link") {
+    e = ws.el("a", parent, text);
+    e.href = "#";
+  } else {
+    e = ws.el("span", parent, text, "ws-item");
+    e.style.cursor = "pointer";
+    e.style.border = "1px solid #999";
+    e.style.padding = "1px 3px";
+  }
+  e.style.margin = "2px";
+  if (ws.chance(0.5)) e.style.display = "inline-block";
+  return e;
+};
+ws.onTap = function (el, fn) {
+  el.addEventListener("click", function (ev) { ev.preventDefault(); fn(); });
+};
+
+// A text field with a label (left, above, a placeholder, or none).
+ws.field = function (parent, label, style) {
+  var row = ws.el("div", parent);
+  row.style.margin = "3px 0";
+  var input = document.createElement(ws.chance(0.1) ? "textarea" : "input");
+  input.id = "ws" + ws.nextId++;
+  if (input.tagName === "INPUT") input.type = /password|pin/i.test(label || "") ? "password" : "text";
+  input.style.width = "90px";
+  if (style === "left" || style === "above") {
+    var lab = ws.el(ws.chance(0.7) ? "label" : "span", row, ws.chance(0.3) ? label + ":" : label);
+    if (ws.chance(0.5)) lab.className = "bold";
+    if (style === "above") ws.el("br", row);
+    else lab.style.marginRight = "4px";
+  } else if (style === "placeholder") {
+    input.placeholder = label;
+  }
+  row.appendChild(input);
+  return input;
+};

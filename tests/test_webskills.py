@@ -1,0 +1,113 @@
+"""The web-skills pre-training suite on real headless Chromium: every page's oracle plan solves
+it with actions the small agent can express, a wrong action fails, seeds fix the page, the
+pages are served beside MiniWoB++'s core scripts, and the two pre-training commands of
+docs/pretraining.md produce an agent that a later run starts from."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from devicerl.actions import Action, ActionType
+from devicerl.agents.config import SmallAgentConfig
+from devicerl.agents.scripted import PlanOracle
+from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.cli.main import main as cli
+from devicerl.envs import make
+from devicerl.runtime.rollout import rollout
+from devicerl.tasks import resolve
+from devicerl.tasks.miniwob import _Server
+from devicerl.tasks.webskills import FAMILIES
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = make("browser", screenshot=False)
+    yield e
+    e.close()
+
+
+def test_the_suite_lists_every_page():
+    names = [t.name for t in resolve("webskills")]
+    assert names == [f"webskills/{n}" for n in FAMILIES]
+    assert all(t.max_steps == FAMILIES[t.short_name] for t in resolve("webskills"))
+
+
+def test_every_plan_solves_its_page_with_actions_the_agent_expresses(env):
+    agent = SmallAgent(
+        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), swipes=False)
+    )
+    for name in FAMILIES:
+        for seed in (0, 1, 2):
+            t = rollout(env, PlanOracle(), f"webskills/{name}", seed)
+            assert t.success, (name, seed, t.instruction, [s.action for s in t.steps])
+            assert t.length <= FAMILIES[name] - 1
+            for s in t.steps:
+                if s.action.type is ActionType.TYPE:
+                    assert s.action.text in t.instruction
+            seen = [t.agent_observation(i, s.observation) for i, s in enumerate(t.steps)]
+            log_p = agent.log_prob(seen, [s.action for s in t.steps])
+            assert bool((log_p > UNREPRESENTABLE_LOG_PROB / 2).all()), (name, seed, log_p)
+
+
+def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
+    obs = env.reset("webskills/fill-form", seed=5)
+    plan = obs.extras["oracle_plan"]
+    assert plan[-1].get("tap") and any("type" in step for step in plan)
+    button = next(e for e in obs.elements if e.attrs.get("id") == plan[-1]["tap"])
+    result = env.step(Action.tap(*obs.to_normalised(*button.center)))  # submit an empty form
+    assert result.terminated and not result.info["success"]
+    # the plan travels in the extras only: no element text or value holds a planned id
+    ids = {step["tap"] for step in plan if "tap" in step}
+    assert not any(e.text in ids or e.value in ids for e in obs.elements)
+
+
+def test_equal_seeds_give_equal_pages(env):
+    first = env.reset("webskills/tick-boxes", seed=11)
+    again = env.reset("webskills/tick-boxes", seed=11)
+    other = env.reset("webskills/tick-boxes", seed=12)
+    assert first.instruction == again.instruction
+    assert first.extras["oracle_plan"] == again.extras["oracle_plan"]
+    assert [e.text for e in first.elements] == [e.text for e in again.elements]
+    assert (first.instruction, [e.text for e in first.elements]) != (
+        other.instruction,
+        [e.text for e in other.elements],
+    )
+
+
+def test_pages_are_served_beside_the_core_scripts_and_nothing_else():
+    import devicerl.tasks.webskills  # noqa: F401  (mounts the pages)
+
+    base = _Server.acquire()
+    try:
+        for path in ("webskills/fill-form.html", "webskills/common.js", "core/core.js"):
+            with urllib.request.urlopen(base + path, timeout=5) as r:
+                assert r.status == 200
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(base + "webskills/../../../../etc/passwd", timeout=5)
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(base + "webskills/%2e%2e/%2e%2e/setup.py", timeout=5)
+    finally:
+        _Server.release()
+
+
+def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, capsys):
+    demos, pre = tmp_path / "demos", tmp_path / "pre"
+    small = ["env.num_envs=1", "env.kwargs.task_pages=1", "tasks.train=webskills/tap-element"]
+    cfg = str(Path(__file__).resolve().parents[1] / "configs" / "webskills-pretrain.yaml")
+    assert cli(["collect", "--config", cfg, "--out", str(demos), "agent.kind=oracle",
+                "env_steps=12", *small]) == 0  # fmt: skip
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["successes"] == summary["episodes"] > 0
+    assert cli(["train", "--config", cfg, "--out", str(pre), f"offline_data={demos}",
+                "offline_iterations=2", "filtered_bc.actor.updates=2", "eval.n_tasks=1",
+                "eval.episodes_per_task=1", *small]) == 0  # fmt: skip
+    agent = SmallAgent.from_pretrained(pre / "agent")
+    assert agent.version == 2
+    assert agent.config.allowed_types == ("DUAL_POINT", "TYPE") and not agent.config.swipes
