@@ -22,6 +22,12 @@ of other commits (each run's commit is in the report).
     python benchmarks/learning.py --quick          # one seed, 1500 steps: a few minutes
     python benchmarks/learning.py ... --save       # also write benchmarks/results/learning-*
     python benchmarks/learning.py --synthetic      # synthetic devices (under a minute)
+    python benchmarks/learning.py --suite dev16 --pretrained runs/webskills-pretrain/agent
+
+``--pretrained AGENT`` starts both learners from a saved small agent (docs/pretraining.md: the
+web-skills pre-training) instead of from scratch, adds the ``start`` row (that agent evaluated
+untrained) and tags the results ``start=pretrained`` (folders ``<setup>-pretrained``, result
+files ``learning[-<suite>]-DATE-pretrained.*``).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from devicerl.runtime.comparison import (
     ABLATIONS,
     ALL_SYSTEMS,
     SETUPS,
+    START,
     SUITES,
     SYSTEMS,
     compare,
@@ -70,6 +77,11 @@ def main() -> None:
     ap.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
     ap.add_argument("--suite", default="dev", choices=list(SUITES))
     ap.add_argument("--split", default="test", choices=["test", "validation"])
+    ap.add_argument(
+        "--pretrained",
+        metavar="AGENT",
+        help="a saved small agent both learners start from (adds the untrained 'start' row)",
+    )
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
     ap.add_argument(
@@ -81,6 +93,12 @@ def main() -> None:
     if args.synthetic:  # one setup: the synthetic overrides replace the setup files
         args.seeds, args.budget, args.eval_episodes = [0], 1200, 100
         args.setups = ["tuned"]
+    start = "scratch"
+    if args.pretrained:
+        start = "pretrained"
+        args.overrides = [f"agent.path={Path(args.pretrained).resolve()}", *args.overrides]
+        if START not in args.systems:
+            args.systems = [*args.systems, START]
     text: list[str] = []
 
     def say(line: str) -> None:
@@ -90,7 +108,8 @@ def main() -> None:
     lines, reports = [], {}
     args.name = "synthetic" if args.synthetic else args.suite
     for setup in args.setups:
-        out = f"{args.out}/{args.name}/{setup}"
+        folder = setup if start == "scratch" else f"{setup}-{start}"
+        out = f"{args.out}/{args.name}/{folder}"
         reports[setup] = report = compare(
             out,
             setup=setup,
@@ -104,8 +123,10 @@ def main() -> None:
             extra=[*SYNTHETIC, *args.overrides] if args.synthetic else args.overrides,
             reuse=not args.fresh,
             allow_commit_change=args.allow_commit_change,
+            start=start,
         )
-        say(f"## setup {setup}, suite {args.suite}, {args.split} instances")
+        begin = "" if start == "scratch" else f", learners start {start} ({args.pretrained})"
+        say(f"## setup {setup}, suite {args.suite}, {args.split} instances{begin}")
         say(table(report["summary"]))
         say(task_table(report["summary"]))
         if diag := diagnostics_table(report["summary"]):
@@ -116,16 +137,17 @@ def main() -> None:
     for line in lines:
         say(line)
     if args.save:
-        save(args, reports, text)
+        save(args, reports, text, start)
 
 
-def save(args, reports: dict[str, dict], text: list[str]) -> None:
+def save(args, reports: dict[str, dict], text: list[str], start: str = "scratch") -> None:
     """``benchmarks/results/learning[-<suite>]-DATE.{json,txt}`` (``ablation[-<suite>]-DATE``
     when an ablation is among the systems) and a plot per setup; the command and the code that
     produced them head both files."""
     suite = "" if args.name == "dev" else f"-{args.name}"
     kind = "ablation" if set(args.systems) & set(ABLATIONS) else "learning"
     stem = f"{kind}{suite}-{datetime.date.today().isoformat()}"
+    stem += "" if start == "scratch" else f"-{start}"
     command = "python benchmarks/learning.py " + shlex.join(sys.argv[1:])
     code = provenance()
     record = {"command": command, "provenance": code, "suite": args.name, "setups": reports}
@@ -134,7 +156,8 @@ def save(args, reports: dict[str, dict], text: list[str]) -> None:
     head = f"# {command}\n# commit {code['git_commit']}, dirty={code['git_dirty']}\n"
     (RESULTS / f"{stem}.txt").write_text(head + "\n".join(text) + "\n", encoding="utf-8")
     for setup in reports:
-        plot = Path(args.out) / args.name / setup / "learning.png"
+        plot = Path(args.out) / args.name / (setup if start == "scratch" else f"{setup}-{start}")
+        plot = plot / "learning.png"
         if plot.exists():
             shutil.copy(plot, RESULTS / f"{stem}-{setup}.png")
     print(f"saved {RESULTS}/{stem}.{{json,txt}} and {stem}-<setup>.png")

@@ -176,3 +176,19 @@ def test_exploration_level_is_max_times_recent_failure_rate() -> None:
         TaskExploration(1.0)
     with pytest.raises(ValueError, match="window"):
         TaskExploration(0.5, window=0)
+    with pytest.raises(ValueError, match="rule must be one of linear, unsolved"):
+        TaskExploration(0.5, rule="cosine")
+
+
+def test_the_unsolved_rule_explores_only_tasks_with_no_recent_success() -> None:
+    from devicerl.runtime.exploration import TaskExploration
+
+    ex = TaskExploration(0.6, window=3, rule="unsolved")
+    assert ex.level("a") == 0.0 and ex.level(None) == 0.0  # unseen: left to the policy
+    ex.record("a", False)
+    assert ex.level("a") == 0.6  # seen, never solved: explored at the top level
+    ex.record("a", True)
+    assert ex.level("a") == 0.0  # one recent success: the policy's own sampling
+    for _ in range(3):  # the success leaves the window
+        ex.record("a", False)
+    assert ex.level("a") == 0.6 and ex.level("b") == 0.0

@@ -92,6 +92,30 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
         compare(tmp_path, systems=("ppo",))
 
 
+def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
+    from devicerl.agents.config import SmallAgentConfig
+    from devicerl.agents.small import SmallAgent
+
+    saved = SmallAgent(SmallAgentConfig(allowed_types=("DUAL_POINT", "TYPE"), swipes=False, seed=3))
+    saved.save(tmp_path / "agent")
+    report = compare(
+        tmp_path / "cmp",
+        systems=("start",),
+        budget=120,
+        eval_episodes=4,
+        family=None,
+        suite=None,
+        extra=[*SYNTHETIC, f"agent.path={tmp_path / 'agent'}"],
+        start="pretrained",
+    )
+    (run,) = report["runs"]
+    assert run["system"] == "start" and run["env_steps"] == 0 and run["episodes"] == 4
+    cfg = load_config(TrainConfig, tmp_path / "cmp" / "start-s0" / "config.yaml")
+    assert cfg.mode == "eval" and cfg.agent.path == str(tmp_path / "agent")
+    assert report["result"].startswith("RESULT start=") and report["start"] == "pretrained"
+    assert report["result"].endswith("setup=tuned suite=custom split=test start=pretrained")
+
+
 @pytest.mark.slow
 def test_an_interrupted_run_continues_from_its_checkpoint(tmp_path, capsys) -> None:
     """`run_one(resume=True)` (benchmarks/miniwob_suite.py): a run killed half-way continues

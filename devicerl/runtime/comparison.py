@@ -44,7 +44,10 @@ ABLATIONS = {
     "digirl_no_curriculum": ["digirl.curriculum=false"],
     "digirl_no_critics": ["digirl.critics=false"],  # = Filtered BC (top-p by return)
 }
-ALL_SYSTEMS = (*SYSTEMS, *ABLATIONS)
+#: The agent the learners start from, evaluated untrained: a fresh small agent, or with
+#: ``agent.path`` a pre-trained one (docs/pretraining.md), so the table shows what RL added.
+START = "start"
+ALL_SYSTEMS = (*SYSTEMS, START, *ABLATIONS)
 SETUPS = ("paper", "tuned")
 #: Benchmark suites: the named split each trains and is tested on.
 SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
@@ -114,6 +117,8 @@ def system_overrides(system: str) -> list[str]:
         return ["mode=eval", "algo=none", "agent.kind=uniform"]
     if system == "random_clickable":
         return ["mode=eval", "algo=none", "agent.kind=uniform", "agent.clickable_only=true"]
+    if system == START:
+        return ["mode=eval", "algo=none"]
     if system in ("filtered_bc", "digirl"):
         return ["mode=online", f"algo={system}"]
     if system in ABLATIONS:
@@ -434,8 +439,10 @@ def compare(
     extra: Sequence[str] = (),
     reuse: bool = True,
     allow_commit_change: bool = False,
+    start: str = "scratch",
 ) -> dict[str, Any]:
-    """Run every system with every seed of one setup; write ``comparison.json``,
+    """Run every system with every seed of one setup (`start`: where the learners start,
+    ``scratch`` or ``pretrained``, a tag of the report); write ``comparison.json``,
     ``learning.png`` and ``report.md`` into `out`; return the report (``summary``, ``runs``,
     ``result``). With `reuse`, finished runs in `out` with the same relevant config and code
     are read instead of re-run (an interrupted benchmark resumes where it stopped);
@@ -471,4 +478,5 @@ def compare(
         extra=list(extra),
         provenance=provenance(),
         allow_commit_change=allow_commit_change,
+        start=start,
     )

@@ -35,7 +35,7 @@ DIAGNOSTICS = (
     "train/critic_accuracy",
     "train/instr_critic_auc",
 )
-_ORDER = ("random", "random_clickable", "filtered_bc", "digirl")
+_ORDER = ("random", "random_clickable", "start", "filtered_bc", "digirl")
 
 
 def t_interval(values: Sequence[float]) -> tuple[float, float]:
@@ -193,7 +193,7 @@ def result_line(
     "mean_sampled"` for the sampled evaluation)."""
     parts = [
         f"{name.replace('_', '')}={summary[name][key]:.3f}"
-        for name in ("digirl", "filtered_bc", "random")
+        for name in ("digirl", "filtered_bc", "random", "start")
         if name in summary
     ]
     return f"{label} {' '.join(parts)} env_steps={budget}{' ' + tags if tags else ''}"
@@ -209,6 +209,7 @@ def plot(results: Sequence[RunResult], path: Path, window: int = 3) -> Path:
     colours = {
         "random": "tab:gray",
         "random_clickable": "tab:brown",
+        "start": "tab:purple",
         "filtered_bc": "tab:orange",
         "digirl": "tab:blue",
     }
@@ -251,6 +252,8 @@ def write_report(
     """Write ``comparison.json``, ``learning.png`` and ``report.md``; return the report."""
     summary = summarise(results)
     tags = f"setup={setup} suite={suite} split={split}"
+    if meta.get("start", "scratch") != "scratch":
+        tags += f" start={meta['start']}"
     report = {
         "setup": setup,
         "suite": suite,

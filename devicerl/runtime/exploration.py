@@ -11,6 +11,12 @@ policy as ``observation.extras["explore"]`` (the small agent mixes that fraction
 into its action-type and element choices, and with ``explore_spans`` into its typed span; other
 agents ignore it); the collector `record`s every labelled episode as it hands it out (after judging,
 so a VLM judge's verdict counts). Beyond the DigiRL paper; off by default.
+
+That rule (``linear``) suits a policy learning from scratch. A pre-trained policy
+(docs/pretraining.md) already solves many tasks by sampling its own actions, and uniform choices
+mixed into every step of a five-step form break what it knows: rule ``unsolved`` explores, at
+``max_level``, only the tasks whose recent episodes (at least one) hold no success, and leaves
+every other task, unseen ones included, to the policy.
 """
 
 from __future__ import annotations
@@ -21,18 +27,23 @@ from typing import Any
 
 #: Key of the per-observation exploration level in ``Observation.extras``.
 EXPLORE_KEY = "explore"
+#: How a task's level follows its recent success (see the module doc).
+RULES = ("linear", "unsolved")
 
 
 class TaskExploration:
     """Per-task exploration levels from each task's last ``window`` labelled episodes."""
 
-    def __init__(self, max_level: float, window: int = 20) -> None:
+    def __init__(self, max_level: float, window: int = 20, rule: str = "linear") -> None:
         if not 0.0 <= max_level < 1.0:
             raise ValueError(f"exploration max_level must be in [0, 1), got {max_level}")
         if window < 1:
             raise ValueError(f"exploration window must be >= 1, got {window}")
+        if rule not in RULES:
+            raise ValueError(f"exploration rule must be one of {', '.join(RULES)}, got {rule!r}")
         self.max_level = max_level
         self.window = window
+        self.rule = rule
         self._recent: dict[str, deque[bool]] = {}
         self._lock = threading.Lock()  # the collector thread reads, the trainer writes
 
@@ -43,8 +54,11 @@ class TaskExploration:
             return sum(recent) / len(recent) if recent else None
 
     def level(self, task: str | None) -> float:
-        """The exploration level of a new episode of ``task`` (unknown tasks: ``max_level``)."""
+        """The exploration level of a new episode of ``task`` (unknown tasks: ``max_level``
+        under rule ``linear``, 0 under ``unsolved``)."""
         rate = self.success_rate(task) if task is not None else None
+        if self.rule == "unsolved":
+            return self.max_level if rate == 0.0 else 0.0
         return self.max_level * (1.0 - (rate or 0.0))
 
     def record(self, task: str, success: bool) -> None:

@@ -118,13 +118,21 @@ class EvalConfig:
 @dataclass
 class ExplorationConfig:
     """Success-adaptive exploration (`devicerl.runtime.exploration`; beyond the paper): each
-    training episode's exploration level is ``max x (1 - its task's recent success rate)``."""
+    training episode's exploration level is ``max x (1 - its task's recent success rate)``
+    (rule ``linear``), or ``max`` only while the task has no recent success (``unsolved``)."""
 
     max: float = field(
         default=0.0,
         metadata={"help": "level for a task with no recent success (0: off)", "min": 0, "lt": 1},
     )
     window: int = field(default=20, metadata={"help": "recent episodes per task", "min": 1})
+    rule: Literal["linear", "unsolved"] = field(
+        default="linear",
+        metadata={
+            "help": "linear: max x (1 - recent success), unseen tasks at max; unsolved: max only "
+            "for tasks whose recent episodes hold no success, else 0 (for a pre-trained start)"
+        },
+    )
 
 
 @dataclass

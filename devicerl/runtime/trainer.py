@@ -114,7 +114,7 @@ class Trainer:
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
         ex = cfg.exploration
-        self.exploration = TaskExploration(ex.max, ex.window) if ex.max > 0 else None
+        self.exploration = TaskExploration(ex.max, ex.window, ex.rule) if ex.max > 0 else None
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
         if resume:
