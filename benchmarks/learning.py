@@ -22,12 +22,11 @@ of other commits (each run's commit is in the report).
     python benchmarks/learning.py --quick          # one seed, 1500 steps: a few minutes
     python benchmarks/learning.py ... --save       # also write benchmarks/results/learning-*
     python benchmarks/learning.py --synthetic      # synthetic devices (under a minute)
-    python benchmarks/learning.py --suite dev16 --pretrained runs/webskills-pretrain/agent
+    python benchmarks/learning.py --suite dev16 --setups pretrained --pretrained AGENT
 
-``--pretrained AGENT`` starts both learners from a saved small agent (docs/pretraining.md: the
-web-skills pre-training) instead of from scratch, adds the ``start`` row (that agent evaluated
-untrained) and tags the results ``start=pretrained`` (folders ``<setup>-pretrained``, result
-files ``learning[-<suite>]-DATE-pretrained.*``).
+The ``pretrained`` setup starts both learners from the web-skills pre-trained agent
+(docs/pretraining.md; ``--pretrained`` names its folder, else the setup file's ``agent.path``)
+and adds the ``start`` row: that agent evaluated untrained, so the table shows what RL added.
 """
 
 from __future__ import annotations
@@ -74,13 +73,13 @@ def main() -> None:
     ap = run_arguments(doc, "runs/learning-benchmark", 8000, 25, "env steps per learner")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--systems", nargs="+", default=list(SYSTEMS), choices=ALL_SYSTEMS)
-    ap.add_argument("--setups", nargs="+", default=list(SETUPS), choices=SETUPS)
+    ap.add_argument("--setups", nargs="+", default=["paper", "tuned"], choices=SETUPS)
     ap.add_argument("--suite", default="dev", choices=list(SUITES))
     ap.add_argument("--split", default="test", choices=["test", "validation"])
     ap.add_argument(
         "--pretrained",
         metavar="AGENT",
-        help="a saved small agent both learners start from (adds the untrained 'start' row)",
+        help="the saved small agent the pretrained setup starts from (default: its file's)",
     )
     ap.add_argument("--quick", action="store_true", help="one seed, 1500 env steps")
     ap.add_argument("--synthetic", action="store_true", help="synthetic devices, 1200 steps")
@@ -93,12 +92,6 @@ def main() -> None:
     if args.synthetic:  # one setup: the synthetic overrides replace the setup files
         args.seeds, args.budget, args.eval_episodes = [0], 1200, 100
         args.setups = ["tuned"]
-    start = "scratch"
-    if args.pretrained:
-        start = "pretrained"
-        args.overrides = [f"agent.path={Path(args.pretrained).resolve()}", *args.overrides]
-        if START not in args.systems:
-            args.systems = [*args.systems, START]
     text: list[str] = []
 
     def say(line: str) -> None:
@@ -108,25 +101,27 @@ def main() -> None:
     lines, reports = [], {}
     args.name = "synthetic" if args.synthetic else args.suite
     for setup in args.setups:
-        folder = setup if start == "scratch" else f"{setup}-{start}"
-        out = f"{args.out}/{args.name}/{folder}"
+        out = f"{args.out}/{args.name}/{setup}"
+        systems, extra = list(args.systems), list(args.overrides)
+        if setup == "pretrained":  # the agent both learners start from, untrained, too
+            systems += [START] if START not in systems else []
+            if args.pretrained:
+                extra.insert(0, f"agent.path={Path(args.pretrained).resolve()}")
         reports[setup] = report = compare(
             out,
             setup=setup,
             suite=None if args.synthetic else args.suite,
             family=None if args.synthetic else "miniwob",
-            systems=args.systems,
+            systems=systems,
             seeds=args.seeds,
             budget=args.budget,
             eval_episodes=args.eval_episodes,
             split=args.split,
-            extra=[*SYNTHETIC, *args.overrides] if args.synthetic else args.overrides,
+            extra=[*SYNTHETIC, *extra] if args.synthetic else extra,
             reuse=not args.fresh,
             allow_commit_change=args.allow_commit_change,
-            start=start,
         )
-        begin = "" if start == "scratch" else f", learners start {start} ({args.pretrained})"
-        say(f"## setup {setup}, suite {args.suite}, {args.split} instances{begin}")
+        say(f"## setup {setup}, suite {args.suite}, {args.split} instances")
         say(table(report["summary"]))
         say(task_table(report["summary"]))
         if diag := diagnostics_table(report["summary"]):
@@ -137,17 +132,16 @@ def main() -> None:
     for line in lines:
         say(line)
     if args.save:
-        save(args, reports, text, start)
+        save(args, reports, text)
 
 
-def save(args, reports: dict[str, dict], text: list[str], start: str = "scratch") -> None:
+def save(args, reports: dict[str, dict], text: list[str]) -> None:
     """``benchmarks/results/learning[-<suite>]-DATE.{json,txt}`` (``ablation[-<suite>]-DATE``
     when an ablation is among the systems) and a plot per setup; the command and the code that
     produced them head both files."""
     suite = "" if args.name == "dev" else f"-{args.name}"
     kind = "ablation" if set(args.systems) & set(ABLATIONS) else "learning"
     stem = f"{kind}{suite}-{datetime.date.today().isoformat()}"
-    stem += "" if start == "scratch" else f"-{start}"
     command = "python benchmarks/learning.py " + shlex.join(sys.argv[1:])
     code = provenance()
     record = {"command": command, "provenance": code, "suite": args.name, "setups": reports}
@@ -156,8 +150,7 @@ def save(args, reports: dict[str, dict], text: list[str], start: str = "scratch"
     head = f"# {command}\n# commit {code['git_commit']}, dirty={code['git_dirty']}\n"
     (RESULTS / f"{stem}.txt").write_text(head + "\n".join(text) + "\n", encoding="utf-8")
     for setup in reports:
-        plot = Path(args.out) / args.name / (setup if start == "scratch" else f"{setup}-{start}")
-        plot = plot / "learning.png"
+        plot = Path(args.out) / args.name / setup / "learning.png"
         if plot.exists():
             shutil.copy(plot, RESULTS / f"{stem}-{setup}.png")
     print(f"saved {RESULTS}/{stem}.{{json,txt}} and {stem}-<setup>.png")

@@ -25,6 +25,12 @@ config and code is read instead of re-run.
     python benchmarks/miniwob_suite.py --measure 300        # env steps/s on the 104-task mix
     python benchmarks/miniwob_suite.py --out runs/miniwob-suite   # 20,000 env steps, ~85 min
     python benchmarks/miniwob_suite.py --quick              # 5 tasks, tiny budget: minutes
+    python benchmarks/miniwob_suite.py --untrained --out runs/suite-pre agent.path=AGENT
+
+``--untrained`` evaluates the agent without training (``start-s<seed>``): with ``agent.path`` a
+saved agent as it is, e.g. the web-skills pre-trained one (docs/pretraining.md); its own saved
+configuration then says which tasks it can reach. ``agent.path`` without ``--untrained``
+starts the DigiRL run from that agent.
 """
 
 from __future__ import annotations
@@ -76,6 +82,8 @@ TABLE3_TASKS: tuple[str, ...] = (
 #: ``wob.mini.DragItem-v0``) ships in MiniWoB++ as ``drag-circle``, which the MiniWoB++ task
 #: list files under the original tasks with that description.
 PACKAGE_NAMES: dict[str, str] = {"drag-item": "drag-circle"}
+#: The development tasks (setups, options and the web-skills pages were developed on them).
+DEV16 = "miniwob-dev16"
 
 #: Published columns printed beside ours: the last is the best pre-2022 method per task.
 COLUMNS: tuple[str, ...] = ("Human", "CC-Net", "CC-Net(BC)", "WebN-T5", "Others")
@@ -226,9 +234,16 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     column's mean over all tasks (not reported = 0) and over the tasks it reports."""
     n = len(rows)
     human = [r for r in rows if r["Human"] is not None]
+    from devicerl.tasks import splits
+
+    dev = set(splits()[DEV16])
+    others = [r["ours"] for r in rows if r["package_task"] not in dev]
     out: dict[str, Any] = {
         "tasks": n,
         "suite_mean": sum(r["ours"] for r in rows) / n if n else 0.0,
+        # the tasks no setup or pre-training page was developed on (docs/pretraining.md)
+        "mean_outside_dev16": sum(others) / len(others) if others else None,
+        "tasks_outside_dev16": len(others),
         "tasks_at_human": sum(r["ours"] >= r["Human"] for r in human),
         "excluded": sum(bool(r["excluded"]) for r in rows),
         "columns": {},
@@ -280,6 +295,11 @@ def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) 
         "Published: Human and CC-Net mean scores, the others success rates; a mean in "
         "brackets is over the tasks that method reports (n/a counts 0 outside them)."
     )
+    if summary.get("mean_outside_dev16") is not None:
+        lines.append(
+            f"mean over the {summary['tasks_outside_dev16']} tasks outside miniwob-dev16 (no "
+            f"decision was taken on them): {summary['mean_outside_dev16']:.3f}"
+        )
     excluded = [r for r in rows if r["excluded"]]
     if excluded:
         lines.append(f"excluded ({len(excluded)}, counted 0):")
@@ -342,6 +362,11 @@ def _parse() -> argparse.Namespace:
         "phases' env steps/s and the training budget that fits --minutes",
     )
     ap.add_argument("--minutes", type=float, default=90.0, help="with --measure: time to fit")
+    ap.add_argument(
+        "--untrained",
+        action="store_true",
+        help="evaluate the agent (agent.path, else a fresh one) without training",
+    )
     args = ap.parse_args()
     if args.quick:
         args.tasks = args.tasks or ",".join(QUICK_TASKS)
@@ -352,11 +377,29 @@ def _parse() -> argparse.Namespace:
     return args
 
 
+def _system(args: argparse.Namespace) -> str:
+    """The comparison system this call runs: DigiRL, or the agent evaluated untrained."""
+    from devicerl.runtime.comparison import START
+
+    return START if getattr(args, "untrained", False) else "digirl"
+
+
+def _agent_kinds(cfg: Any) -> Any:
+    """The action kinds of the configured agent: a saved one's own configuration wins."""
+    from devicerl.agents.capabilities import small_agent_kinds
+
+    if cfg.agent.path:
+        from devicerl.agents.small import SmallAgent
+
+        return SmallAgent.from_pretrained(cfg.agent.path).action_kinds
+    return small_agent_kinds(cfg.agent.small)
+
+
 def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):
     from devicerl.runtime.comparison import run_config
 
     return run_config(
-        "digirl",
+        _system(args),
         args.seed,
         setup="tuned",
         suite=",".join(tasks),
@@ -404,7 +447,6 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
 
 
 def main() -> int:
-    from devicerl.agents.capabilities import small_agent_kinds
     from devicerl.runtime.comparison import RunStopped, run_one
     from devicerl.runtime.provenance import provenance
     from devicerl.tasks import resolve
@@ -415,24 +457,30 @@ def main() -> int:
         package_task(t)  # an unknown name fails here, naming it
     published = read_published(args.published or default_published())
     ours = [t.name for t in resolve("miniwob")]
-    kinds = small_agent_kinds(_config(args, ["miniwob/click-test"], 1, []).agent.small)
+    kinds = _agent_kinds(_config(args, ["miniwob/click-test"], 1, []))
     excluded = {t: why for t, why in coverage(chosen, kinds, ours).items() if why}
     trained = [package_task(t) for t in chosen if t not in excluded]
     if args.measure:
         _measure(args, trained)
         return 0
     cfg = _config(args, trained, args.budget, [])
+    system = _system(args)
+    what = "DigiRL tuned + reach heads" if system == "digirl" else "the agent, untrained"
+    if cfg.agent.path:
+        what += f" ({'from ' if system == 'digirl' else ''}{cfg.agent.path})"
     out = Path(args.out)
+    folder = out / f"{system}-s{args.seed}"
     started = time.time()
+    budget = args.budget if system == "digirl" else 0
     print(
-        f"== DigiRL tuned + reach heads on {len(trained)} of {len(chosen)} Table 3 tasks "
-        f"({len(excluded)} out of reach, counted 0), {args.budget} env steps, then "
-        f"{args.eval_episodes} test seeds per task; run folder {out / f'digirl-s{args.seed}'}",
+        f"== {what} on {len(trained)} of {len(chosen)} Table 3 tasks ({len(excluded)} out of "
+        f"reach, counted 0), {budget} env steps, then {args.eval_episodes} test seeds per task; "
+        f"run folder {folder}",
         flush=True,
     )
     try:
         result = run_one(
-            "digirl",
+            system,
             args.seed,
             out,
             cfg,
@@ -444,17 +492,17 @@ def main() -> int:
     except RunStopped as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 130
-    eval_file = json.loads((out / f"digirl-s{args.seed}" / "eval.json").read_text("utf-8"))
+    eval_file = json.loads((folder / "eval.json").read_text("utf-8"))
     episodes = {k: int(v["episodes"]) for k, v in eval_file["per_task"].items()}
     rows = suite_rows(chosen, result.per_task, episodes, published, excluded)
     summary = summarise(rows)
     header = (
-        f"# MiniWoB++ full suite (Synapse Table 3, {len(chosen)} tasks): DigiRL tuned + reach "
-        f"heads, 1 run, seed {args.seed}, {result.env_steps} training env steps, "
+        f"# MiniWoB++ full suite (Synapse Table 3, {len(chosen)} tasks): {what}, 1 run, "
+        f"seed {args.seed}, {result.env_steps} training env steps, "
         f"{args.eval_episodes} test seeds per task, greedy\n"
         f"# command: python benchmarks/miniwob_suite.py {' '.join(sys.argv[1:])}\n"
         f"# heads: {' '.join(HEADS)}\n"
-        f"# run: {out / f'digirl-s{args.seed}'} ({result.wall_s:.0f} s training + evaluation;"
+        f"# run: {folder} ({result.wall_s:.0f} s training + evaluation;"
         f" this call {time.time() - started:.0f} s); commit "
         f"{result.provenance.get('git_commit')}"
     )
@@ -476,7 +524,7 @@ def main() -> int:
     }
     (out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     title = (
-        f"MiniWoB++, Synapse Table 3 ({len(chosen)} tasks): DigiRL tuned + reach heads, "
+        f"MiniWoB++, Synapse Table 3 ({len(chosen)} tasks): {what}, "
         f"{result.env_steps} env steps, {args.eval_episodes} test seeds per task\n"
         + result_line(summary, result.env_steps)
     )

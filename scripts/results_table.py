@@ -77,10 +77,20 @@ def _setup_row(name: str, setup: str, report: dict) -> str:
             f"{_with_ci(v['mean_sampled'], v['ci95_sampled'])}"
         )
 
-    systems = [("DigiRL", "digirl"), ("Filtered BC", "filtered_bc"), ("random", "random")]
+    systems = [
+        ("DigiRL", "digirl"),
+        ("Filtered BC", "filtered_bc"),
+        ("start (untrained)", "start"),
+        ("random", "random"),
+    ]
     cells = ", ".join(cell(label, key) for label, key in systems if key in s)
+    start = (
+        "from the web-skills pre-trained agent ([docs/pretraining.md](docs/pretraining.md))"
+        if setup == "pretrained"
+        else "from scratch"
+    )
     setting = (
-        f"small CPU agent online from scratch on MiniWoB++ {report['suite']}, "
+        f"small CPU agent online {start} on MiniWoB++ {report['suite']}, "
         f"{report['budget']:,} env steps, {len(report['seeds'])} seeds, `{setup}` setup, "
         f"{report['split']} instances; greedy / sampled success, mean [95 % t-interval]"
     )

@@ -106,14 +106,15 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
         family=None,
         suite=None,
         extra=[*SYNTHETIC, f"agent.path={tmp_path / 'agent'}"],
-        start="pretrained",
     )
     (run,) = report["runs"]
     assert run["system"] == "start" and run["env_steps"] == 0 and run["episodes"] == 4
+    sampled = json.loads((tmp_path / "cmp" / "start-s0" / "eval-sampled" / "eval.json").read_text())
+    assert run["success_sampled"] == sampled["success_rate"]  # its own sampling evaluation
     cfg = load_config(TrainConfig, tmp_path / "cmp" / "start-s0" / "config.yaml")
     assert cfg.mode == "eval" and cfg.agent.path == str(tmp_path / "agent")
-    assert report["result"].startswith("RESULT start=") and report["start"] == "pretrained"
-    assert report["result"].endswith("setup=tuned suite=custom split=test start=pretrained")
+    line = f"RESULT start={run['success']:.3f} env_steps=120 setup=tuned suite=custom split=test"
+    assert report["result"] == line
 
 
 @pytest.mark.slow

@@ -117,6 +117,9 @@ def test_table_and_result_line_from_a_fake_result(tmp_path) -> None:
     assert summary["suite_mean"] == pytest.approx(1.5 / 4)
     assert summary["tasks_at_human"] == 1  # click-test: 1.0 >= 0.90
     assert summary["excluded"] == 2
+    # click-test and enter-text are development tasks: the held-out mean is the other two's
+    assert summary["tasks_outside_dev16"] == 2
+    assert summary["mean_outside_dev16"] == pytest.approx(0.5 / 2)
     assert summary["columns"]["WebN-T5"] == {"mean_all": 0.0, "mean_reported": None, "reported": 0}
     text = ms.format_table(rows, summary)
     lines = text.splitlines()
@@ -126,6 +129,9 @@ def test_table_and_result_line_from_a_fake_result(tmp_path) -> None:
     assert "| chase-circle | 0.00 * | 0 |" in text
     assert "| **mean** | **0.375** |" in text
     assert "  chase-circle: outside the AitW action space: hover" in lines
+    assert (
+        "mean over the 2 tasks outside miniwob-dev16 (no decision was taken on them): 0.250" in text
+    )
     assert ms.result_line(summary, 1234) == (
         "RESULT suite_mean=0.375 tasks_at_human=1 tasks=4 env_steps=1234"
     )

@@ -48,7 +48,9 @@ ABLATIONS = {
 #: ``agent.path`` a pre-trained one (docs/pretraining.md), so the table shows what RL added.
 START = "start"
 ALL_SYSTEMS = (*SYSTEMS, START, *ABLATIONS)
-SETUPS = ("paper", "tuned")
+#: ``pretrained``: the learners start from the web-skills pre-trained agent (docs/pretraining.md)
+#: instead of from scratch, and fine-tune it as the paper fine-tunes AutoUI.
+SETUPS = ("paper", "tuned", "pretrained")
 #: Benchmark suites: the named split each trains and is tested on.
 SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
 #: Where the setups live: the repository's configs/ folder.
@@ -271,7 +273,7 @@ def _train_and_eval(
 
 def evaluate_agent(
     cfg: TrainConfig,
-    agent_dir: Path,
+    agent_dir: Path | None,
     sub: Path,
     *,
     greedy: bool,
@@ -281,11 +283,12 @@ def evaluate_agent(
     """Evaluate the saved agent in `agent_dir` on `cfg`'s evaluation instances in the run
     folder `sub` (``eval.json``: success overall and per task); greedy or sampling its
     actions (T=1). With `reuse`, an evaluation there newer than the agent, by the same code,
-    is read instead."""
+    is read instead. ``agent_dir=None``: the agent `cfg` builds (evaluated anew each time)."""
     from devicerl.runtime.trainer import Trainer
 
     done = sub / "summary.json"
-    saved = max((f.stat().st_mtime for f in agent_dir.iterdir()), default=math.inf)
+    files = agent_dir.iterdir() if agent_dir is not None else ()
+    saved = max((f.stat().st_mtime for f in files), default=math.inf)
     if reuse and done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow):
         return _eval_file(sub)
     if sub.exists():
@@ -294,7 +297,7 @@ def evaluate_agent(
         cfg,
         mode="eval",
         eval=replace(cfg.eval, greedy=greedy),
-        agent=replace(cfg.agent, path=str(agent_dir)),
+        agent=cfg.agent if agent_dir is None else replace(cfg.agent, path=str(agent_dir)),
     )
     run_dir = RunDir(sub).create()
     run_dir.save_config(ecfg)
@@ -303,9 +306,13 @@ def evaluate_agent(
 
 
 def _sampled(folder: Path, cfg: TrainConfig, reuse: bool, allow: bool) -> dict[str, Any]:
-    """Evaluate the run's final agent on the same instances, sampling its actions (T=1)."""
+    """Evaluate the run's final agent on the same instances, sampling its actions (T=1); an
+    untrained `START` row (no ``agent/`` of its own) samples the agent its config names."""
     sub = folder / "eval-sampled"
-    return evaluate_agent(cfg, folder / "agent", sub, greedy=False, reuse=reuse, allow=allow)
+    agent: Path | None = folder / "agent"
+    if not agent.exists():
+        agent = Path(cfg.agent.path) if cfg.agent.path else None
+    return evaluate_agent(cfg, agent, sub, greedy=False, reuse=reuse, allow=allow)
 
 
 def _summary(folder: Path) -> dict[str, Any]:
@@ -416,7 +423,7 @@ def run_one(
     result = _train_and_eval(system, seed, folder, cfg, reuse, allow, resume)
     if not sampled:
         return result
-    if cfg.mode == "eval":  # a baseline samples its actions whether greedy or not
+    if cfg.mode == "eval" and cfg.agent.kind in ("random", "uniform"):  # samples either way
         result.success_sampled, result.per_task_sampled = result.success, dict(result.per_task)
     else:
         sampled = _sampled(folder, cfg, reuse, allow)
@@ -439,10 +446,8 @@ def compare(
     extra: Sequence[str] = (),
     reuse: bool = True,
     allow_commit_change: bool = False,
-    start: str = "scratch",
 ) -> dict[str, Any]:
-    """Run every system with every seed of one setup (`start`: where the learners start,
-    ``scratch`` or ``pretrained``, a tag of the report); write ``comparison.json``,
+    """Run every system with every seed of one setup; write ``comparison.json``,
     ``learning.png`` and ``report.md`` into `out`; return the report (``summary``, ``runs``,
     ``result``). With `reuse`, finished runs in `out` with the same relevant config and code
     are read instead of re-run (an interrupted benchmark resumes where it stopped);
@@ -478,5 +483,4 @@ def compare(
         extra=list(extra),
         provenance=provenance(),
         allow_commit_change=allow_commit_change,
-        start=start,
     )

@@ -252,8 +252,6 @@ def write_report(
     """Write ``comparison.json``, ``learning.png`` and ``report.md``; return the report."""
     summary = summarise(results)
     tags = f"setup={setup} suite={suite} split={split}"
-    if meta.get("start", "scratch") != "scratch":
-        tags += f" start={meta['start']}"
     report = {
         "setup": setup,
         "suite": suite,

@@ -52,7 +52,8 @@ def _check_agent(cfg: TrainConfig) -> None:
     for key in ("path", "vision_dir"):
         value = getattr(spec, key)
         if value and spec.kind in ("small", "autoui") and not Path(value).exists():
-            raise ConfigError(f"agent.{key}: {value} does not exist")
+            hint = " (docs/pretraining.md makes a pre-trained small agent)" if key == "path" else ""
+            raise ConfigError(f"agent.{key}: {value} does not exist{hint}")
 
 
 def _check_offline(cfg: TrainConfig) -> None:
