@@ -87,6 +87,8 @@ def main() -> None:
         "--save", action="store_true", help="write benchmarks/results/{learning,ablation}-*"
     )
     args = ap.parse_args()
+    if args.pretrained and "pretrained" not in args.setups:
+        ap.error("--pretrained names the agent of the pretrained setup: add --setups pretrained")
     if args.quick:
         args.seeds, args.budget, args.eval_episodes = [0], 1500, 10
     if args.synthetic:  # one setup: the synthetic overrides replace the setup files

@@ -30,7 +30,8 @@ config and code is read instead of re-run.
 ``--untrained`` evaluates the agent without training (``start-s<seed>``): with ``agent.path`` a
 saved agent as it is, e.g. the web-skills pre-trained one (docs/pretraining.md); its own saved
 configuration then says which tasks it can reach. ``agent.path`` without ``--untrained``
-starts the DigiRL run from that agent.
+starts the DigiRL run from that agent, with the ``pretrained`` setup's fine-tuning settings
+(``configs/miniwob-digirl-pretrained.yaml``) instead of ``tuned``'s.
 """
 
 from __future__ import annotations
@@ -297,8 +298,8 @@ def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) 
     )
     if summary.get("mean_outside_dev16") is not None:
         lines.append(
-            f"mean over the {summary['tasks_outside_dev16']} tasks outside miniwob-dev16 (no "
-            f"decision was taken on them): {summary['mean_outside_dev16']:.3f}"
+            f"mean over the {summary['tasks_outside_dev16']} tasks outside miniwob-dev16 (the "
+            f"development split): {summary['mean_outside_dev16']:.3f}"
         )
     excluded = [r for r in rows if r["excluded"]]
     if excluded:
@@ -398,10 +399,11 @@ def _agent_kinds(cfg: Any) -> Any:
 def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):
     from devicerl.runtime.comparison import run_config
 
+    pretrained = any(o.startswith("agent.path=") for o in args.overrides)
     return run_config(
         _system(args),
         args.seed,
-        setup="tuned",
+        setup="pretrained" if pretrained else "tuned",  # a saved agent is fine-tuned as such
         suite=",".join(tasks),
         family="miniwob",
         budget=budget,

@@ -192,3 +192,13 @@ def test_the_unsolved_rule_explores_only_tasks_with_no_recent_success() -> None:
     for _ in range(3):  # the success leaves the window
         ex.record("a", False)
     assert ex.level("a") == 0.6 and ex.level("b") == 0.0
+    low = TaskExploration(0.6, window=5, rule="unsolved", threshold=0.2)
+    for success in (True, False, False, False, False):
+        low.record("a", success)
+    assert low.level("a") == 0.6  # 1 of 5: still at or below the threshold
+    low.record("a", True)  # the first success leaves the window: 1 of 5 again
+    assert low.level("a") == 0.6
+    low.record("a", True)
+    assert low.level("a") == 0.0  # 2 of 5
+    with pytest.raises(ValueError, match="threshold"):
+        TaskExploration(0.6, rule="unsolved", threshold=1.0)

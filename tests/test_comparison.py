@@ -98,8 +98,7 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
 
     saved = SmallAgent(SmallAgentConfig(allowed_types=("DUAL_POINT", "TYPE"), swipes=False, seed=3))
     saved.save(tmp_path / "agent")
-    report = compare(
-        tmp_path / "cmp",
+    kw = dict(
         systems=("start",),
         budget=120,
         eval_episodes=4,
@@ -107,6 +106,7 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
         suite=None,
         extra=[*SYNTHETIC, f"agent.path={tmp_path / 'agent'}"],
     )
+    report = compare(tmp_path / "cmp", **kw)
     (run,) = report["runs"]
     assert run["system"] == "start" and run["env_steps"] == 0 and run["episodes"] == 4
     sampled = json.loads((tmp_path / "cmp" / "start-s0" / "eval-sampled" / "eval.json").read_text())
@@ -115,6 +115,13 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     assert cfg.mode == "eval" and cfg.agent.path == str(tmp_path / "agent")
     line = f"RESULT start={run['success']:.3f} env_steps=120 setup=tuned suite=custom split=test"
     assert report["result"] == line
+    evaluated = tmp_path / "cmp" / "start-s0" / "eval.json"
+    before = evaluated.stat().st_mtime_ns
+    compare(tmp_path / "cmp", **kw)  # the same agent: read, not evaluated again
+    assert evaluated.stat().st_mtime_ns == before
+    SmallAgent(replace(saved.config, seed=4)).save(tmp_path / "agent")  # made again, same path
+    compare(tmp_path / "cmp", **kw)
+    assert evaluated.stat().st_mtime_ns != before  # another start: evaluated again
 
 
 @pytest.mark.slow

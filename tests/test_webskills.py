@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents.config import SmallAgentConfig
@@ -18,10 +20,11 @@ from devicerl.agents.scripted import PlanOracle
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.cli.main import main as cli
 from devicerl.envs import make
+from devicerl.errors import ConfigError
 from devicerl.runtime.rollout import rollout
 from devicerl.tasks import resolve
 from devicerl.tasks.miniwob import _Server
-from devicerl.tasks.webskills import FAMILIES
+from devicerl.tasks.webskills import FAMILIES, WebSkillsSuite
 
 pytestmark = pytest.mark.browser
 
@@ -63,9 +66,12 @@ def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
     button = next(e for e in obs.elements if e.attrs.get("id") == plan[-1]["tap"])
     result = env.step(Action.tap(*obs.to_normalised(*button.center)))  # submit an empty form
     assert result.terminated and not result.info["success"]
-    # the plan travels in the extras only: no element text or value holds a planned id
-    ids = {step["tap"] for step in plan if "tap" in step}
-    assert not any(e.text in ids or e.value in ids for e in obs.elements)
+    # the plan travels in the extras only, which the small agent does not read
+    agent = SmallAgent(SmallAgentConfig())
+    bare = replace(obs, extras={k: v for k, v in obs.extras.items() if k != "oracle_plan"})
+    with_plan, without = agent.featurize([obs]), agent.featurize([bare])
+    for name in ("instr_ids", "instr_feats", "elem_ids", "elem_feats", "elem_role"):
+        assert torch.equal(getattr(with_plan, name), getattr(without, name)), name
 
 
 def test_equal_seeds_give_equal_pages(env):
@@ -82,8 +88,9 @@ def test_equal_seeds_give_equal_pages(env):
 
 
 def test_pages_are_served_beside_the_core_scripts_and_nothing_else():
-    import devicerl.tasks.webskills  # noqa: F401  (mounts the pages)
-
+    WebSkillsSuite()  # mounts the pages
+    with pytest.raises(ConfigError, match="serve='http'"):
+        WebSkillsSuite(serve="file")
     base = _Server.acquire()
     try:
         for path in ("webskills/fill-form.html", "webskills/common.js", "core/core.js"):

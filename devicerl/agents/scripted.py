@@ -47,30 +47,26 @@ def _plan_action(obs: Observation, step: dict) -> Action:
     """One plan step on the current screen (impossible when its element is not shown)."""
     if "type" in step:
         return Action.type_text(str(step["type"]))
-    target = next((e for e in obs.elements if e.attrs.get("id") == step.get("tap")), None)
+    if "tap" not in step:
+        return Action.impossible()
+    target = next((e for e in obs.elements if e.attrs.get("id") == step["tap"]), None)
     if target is None:
         return Action.impossible()
     return Action.tap(*obs.to_normalised(*target.center))
 
 
-class PlanOracle(Policy):
+class PlanOracle(SyntheticOracle):
     """Follows ``extras["oracle_plan"]``, one step per action taken so far (the collector passes
     the episode's earlier actions: ``uses_history``); `SyntheticOracle` where there is no plan.
     After the plan's last step it declares the task complete."""
 
     uses_history = True
 
-    def __init__(self) -> None:
-        self.synthetic = SyntheticOracle()
-
     def _one(self, obs: Observation) -> Action:
         plan = obs.extras.get("oracle_plan")
         if plan is None:
-            return self.synthetic._one(obs)
+            return super()._one(obs)
         done = len(obs.extras.get("previous_actions") or [])
         if done >= len(plan):
             return Action(ActionType.STATUS_TASK_COMPLETE)
         return _plan_action(obs, plan[done])
-
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
-        return [ActionSample(self._one(o), log_prob=0.0) for o in observations]

@@ -18,6 +18,7 @@ Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import shutil
@@ -128,6 +129,10 @@ def system_overrides(system: str) -> list[str]:
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
+#: In a run folder: sha256 of each file of the saved agent the run started from.
+START_AGENT_FILE = "start_agent.json"
+
+
 def _relevant(cfg: TrainConfig) -> dict[str, Any]:
     """The parts of a config that matter to its run (the other algorithm's options dropped)."""
     data = asdict(cfg)
@@ -135,6 +140,21 @@ def _relevant(cfg: TrainConfig) -> dict[str, Any]:
         if algo != cfg.algo:
             data.pop(algo)
     return data
+
+
+def _start_agent(cfg: TrainConfig) -> dict[str, str]:
+    """sha256 of each file of the saved agent `cfg` starts from (``agent.path``; none: {}), so
+    a pre-trained agent made again at the same path is another start."""
+    if not cfg.agent.path or not Path(cfg.agent.path).is_dir():
+        return {}
+    files = sorted(p for p in Path(cfg.agent.path).iterdir() if p.is_file())
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+
+
+def _same_start(folder: Path, cfg: TrainConfig) -> bool:
+    recorded = folder / START_AGENT_FILE
+    saved = json.loads(recorded.read_text("utf-8")) if recorded.exists() else {}
+    return saved == _start_agent(cfg)
 
 
 def _eval_file(folder: Path) -> dict[str, Any]:
@@ -185,7 +205,8 @@ def same_run(folder: Path, cfg: TrainConfig, allow_commit_change: bool = False) 
         saved = RunDir(folder).load_config(TrainConfig)
     except Exception:  # missing or unreadable: not the same run
         return False
-    return _relevant(saved) == _relevant(cfg) and _same_code(folder, allow_commit_change)
+    same = _relevant(saved) == _relevant(cfg) and _same_start(folder, cfg)
+    return same and _same_code(folder, allow_commit_change)
 
 
 def finished(folder: Path, cfg: TrainConfig, allow_commit_change: bool = False) -> bool:
@@ -215,7 +236,7 @@ def _continuable(folder: Path, cfg: TrainConfig, allow_commit_change: bool) -> b
     relevant config and code, with a published checkpoint to continue from."""
     try:
         saved = RunDir(folder).load_config(TrainConfig)
-        if _relevant(saved) != _relevant(cfg):
+        if _relevant(saved) != _relevant(cfg) or not _same_start(folder, cfg):
             return False
         summary = folder / "summary.json"
         if summary.exists() and "stopped_by" not in json.loads(summary.read_text("utf-8")):
@@ -256,6 +277,8 @@ def _train_and_eval(
             shutil.rmtree(folder)
         run_dir.create()
         run_dir.save_config(cfg)
+        if start := _start_agent(cfg):
+            (folder / START_AGENT_FILE).write_text(json.dumps(start, indent=1), "utf-8")
         t0 = time.time()
         trainer = Trainer(cfg, run_dir)
     summary = trainer.run()

@@ -15,8 +15,9 @@ so a VLM judge's verdict counts). Beyond the DigiRL paper; off by default.
 That rule (``linear``) suits a policy learning from scratch. A pre-trained policy
 (docs/pretraining.md) already solves many tasks by sampling its own actions, and uniform choices
 mixed into every step of a five-step form break what it knows: rule ``unsolved`` explores, at
-``max_level``, only the tasks whose recent episodes (at least one) hold no success, and leaves
-every other task, unseen ones included, to the policy.
+``max_level``, only the tasks whose recent success rate (over at least one episode) is at most
+``threshold`` (0: no success at all), and leaves every other task, unseen ones included, to the
+policy.
 """
 
 from __future__ import annotations
@@ -34,18 +35,29 @@ RULES = ("linear", "unsolved")
 class TaskExploration:
     """Per-task exploration levels from each task's last ``window`` labelled episodes."""
 
-    def __init__(self, max_level: float, window: int = 20, rule: str = "linear") -> None:
+    def __init__(
+        self, max_level: float, window: int = 20, rule: str = "linear", threshold: float = 0.0
+    ) -> None:
         if not 0.0 <= max_level < 1.0:
             raise ValueError(f"exploration max_level must be in [0, 1), got {max_level}")
         if window < 1:
             raise ValueError(f"exploration window must be >= 1, got {window}")
         if rule not in RULES:
             raise ValueError(f"exploration rule must be one of {', '.join(RULES)}, got {rule!r}")
+        if not 0.0 <= threshold < 1.0:
+            raise ValueError(f"exploration threshold must be in [0, 1), got {threshold}")
         self.max_level = max_level
         self.window = window
         self.rule = rule
+        self.threshold = threshold
         self._recent: dict[str, deque[bool]] = {}
         self._lock = threading.Lock()  # the collector thread reads, the trainer writes
+
+    @classmethod
+    def from_config(cls, ex: Any) -> TaskExploration | None:
+        """From an `ExplorationConfig` (``max``, ``window``, ``rule``, ``threshold``); None
+        when ``max`` is 0 (off)."""
+        return cls(ex.max, ex.window, ex.rule, ex.threshold) if ex.max > 0 else None
 
     def success_rate(self, task: str) -> float | None:
         """The task's success rate over its recent episodes (None: none seen yet)."""
@@ -58,7 +70,7 @@ class TaskExploration:
         under rule ``linear``, 0 under ``unsolved``)."""
         rate = self.success_rate(task) if task is not None else None
         if self.rule == "unsolved":
-            return self.max_level if rate == 0.0 else 0.0
+            return self.max_level if rate is not None and rate <= self.threshold else 0.0
         return self.max_level * (1.0 - (rate or 0.0))
 
     def record(self, task: str, success: bool) -> None:

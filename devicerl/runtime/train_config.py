@@ -130,7 +130,15 @@ class ExplorationConfig:
         default="linear",
         metadata={
             "help": "linear: max x (1 - recent success), unseen tasks at max; unsolved: max only "
-            "for tasks whose recent episodes hold no success, else 0 (for a pre-trained start)"
+            "for tasks whose recent success is at most threshold, else 0 (a pre-trained start)"
+        },
+    )
+    threshold: float = field(
+        default=0.0,
+        metadata={
+            "help": "rule unsolved: the recent success rate at or below which a task explores",
+            "min": 0,
+            "lt": 1,
         },
     )
 

@@ -113,8 +113,7 @@ class Trainer:
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
-        ex = cfg.exploration
-        self.exploration = TaskExploration(ex.max, ex.window, ex.rule) if ex.max > 0 else None
+        self.exploration = TaskExploration.from_config(cfg.exploration)
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
         if resume:

@@ -330,6 +330,7 @@ def make_miniwob_env(
         "serve": serve,
     }
     MiniWoBSuite(**options["miniwob"])  # validate the options now, in one line
+    options.setdefault("webskills", options["miniwob"])  # pages on MiniWoB++'s core take them too
     return make_browser(task, task_pages=task_pages, suite_options=options, **browser)
 
 

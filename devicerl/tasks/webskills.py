@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from devicerl.envs.browser.websuite import PageSetup
+from devicerl.errors import ConfigError
 from devicerl.records import Task
 from devicerl.tasks.miniwob import MOUNTS, SKIP_IDS, TASK_SCREEN, TASK_VIEWPORT, MiniWoBSuite
 
@@ -47,8 +48,6 @@ FAMILIES: dict[str, int] = {
     "search-pick": 8,
 }
 
-MOUNTS["webskills"] = PAGES
-
 
 def webskills_tasks() -> list[Task]:
     """The ``webskills`` suite."""
@@ -64,13 +63,16 @@ class WebSkillsSuite(MiniWoBSuite):
 
     reset_result = "({utterance: core.getUtterance(), plan: window.WS_PLAN || []})"
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        if self.serve != "http":  # the pages load ../core/ from the miniwob package
+            raise ConfigError("web-skills pages need serve='http' (they share MiniWoB++'s core)")
+        MOUNTS["webskills"] = PAGES  # the MiniWoB++ server serves them under /webskills/
+
     def page(self, task: Task) -> PageSetup:
         base = self._base_url()
-        host = () if self.serve == "file" else (base.split("/")[2],)
-        if self.serve == "file":  # the pages load ../core/ from the miniwob package: serve both
-            raise ValueError("web skills pages need serve='http' (they share MiniWoB++'s core)")
         url = f"{base}webskills/{task.short_name}.html"
-        return PageSetup(url, TASK_SCREEN, TASK_VIEWPORT, SKIP_IDS, host, False)
+        return PageSetup(url, TASK_SCREEN, TASK_VIEWPORT, SKIP_IDS, (base.split("/")[2],))
 
     def on_reset(self, task: Task, value: Any) -> tuple[str, dict[str, Any]]:
         value = value if isinstance(value, dict) else {}

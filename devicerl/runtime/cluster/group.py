@@ -284,8 +284,7 @@ class RolloutGroup:
     # -- the collector thread ---------------------------------------------------------------------
     def _run(self) -> None:
         cfg, spec = self.spec.cfg, self.spec
-        ex = cfg.exploration
-        exploration = TaskExploration(ex.max, ex.window, ex.rule) if ex.max > 0 else None
+        exploration = TaskExploration.from_config(cfg.exploration)
         sampler = TaskSampler(
             resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
         )
