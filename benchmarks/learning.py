@@ -26,7 +26,8 @@ of other commits (each run's commit is in the report).
 
 The ``pretrained`` setup starts both learners from the web-skills pre-trained agent
 (docs/pretraining.md; ``--pretrained`` names its folder, else the setup file's ``agent.path``)
-and adds the ``start`` row: that agent evaluated untrained, so the table shows what RL added.
+and, with the default systems, adds the ``start`` row: that agent evaluated untrained, so the
+table shows what RL added (``--systems ... start`` asks for it explicitly).
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def main() -> None:
     for setup in args.setups:
         out = f"{args.out}/{args.name}/{setup}"
         systems, extra = list(args.systems), list(args.overrides)
-        if setup == "pretrained":  # the agent both learners start from, untrained, too
-            systems += [START] if START not in systems else []
+        if setup == "pretrained":
+            if systems == list(SYSTEMS):  # the agent both learners start from, untrained, too
+                systems.append(START)
             if args.pretrained:
                 extra.insert(0, f"agent.path={Path(args.pretrained).resolve()}")
         reports[setup] = report = compare(
