@@ -470,6 +470,10 @@ def main() -> int:
     what = "DigiRL tuned + reach heads" if system == "digirl" else "the agent, untrained"
     if cfg.agent.path:
         what += f" ({'from ' if system == 'digirl' else ''}{cfg.agent.path})"
+    # a saved agent brings its own action space: the heads it has, not the ones HEADS asks for
+    heads = list(HEADS)
+    if cfg.agent.path:
+        heads = [f"the saved agent's own: {' '.join(sorted(k.value for k in kinds))}"]
     out = Path(args.out)
     folder = out / f"{system}-s{args.seed}"
     started = time.time()
@@ -503,7 +507,7 @@ def main() -> int:
         f"seed {args.seed}, {result.env_steps} training env steps, "
         f"{args.eval_episodes} test seeds per task, greedy\n"
         f"# command: python benchmarks/miniwob_suite.py {' '.join(sys.argv[1:])}\n"
-        f"# heads: {' '.join(HEADS)}\n"
+        f"# heads: {' '.join(heads)}\n"
         f"# run: {folder} ({result.wall_s:.0f} s training + evaluation;"
         f" this call {time.time() - started:.0f} s); commit "
         f"{result.provenance.get('git_commit')}"
@@ -513,7 +517,7 @@ def main() -> int:
     (out / "suite.txt").write_text(text + "\n", encoding="utf-8")
     report = {
         "command": ["python", "benchmarks/miniwob_suite.py", *sys.argv[1:]],
-        "heads": list(HEADS),
+        "heads": list(heads),
         "budget": args.budget,
         "eval_episodes": args.eval_episodes,
         "env_steps": result.env_steps,
