@@ -129,9 +129,7 @@ def test_table_and_result_line_from_a_fake_result(tmp_path) -> None:
     assert "| chase-circle | 0.00 * | 0 |" in text
     assert "| **mean** | **0.375** |" in text
     assert "  chase-circle: outside the AitW action space: hover" in lines
-    assert (
-        "mean over the 2 tasks outside miniwob-dev16 (the development split): 0.250" in text
-    )
+    assert "mean over the 2 tasks outside miniwob-dev16 (the development split): 0.250" in text
     assert ms.result_line(summary, 1234) == (
         "RESULT suite_mean=0.375 tasks_at_human=1 tasks=4 env_steps=1234"
     )
