@@ -1,6 +1,8 @@
 """The actor's optional entropy bonus: it keeps the policy spread on states where nothing is
 imitated, and it is refused for agents that cannot compute an entropy."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -63,3 +65,25 @@ def test_entropy_weight_falls_linearly_over_policy_versions() -> None:
     agent.version = 10  # the bonus is spent: no entropy term at all
     learner = FilteredBC(agent, FilteredBCConfig(top_p=0.5, actor=cfg), seed=0)
     assert "train/actor_entropy" not in learner.update([*wins, *losses])
+
+
+def test_actor_lr_falls_linearly_over_policy_versions() -> None:
+    cfg = ActorConfig(lr=1e-3, lr_versions=10, lr_final=1e-4, updates=3, batch_size=8)
+    assert [round(cfg.lr_at(v), 6) for v in (0, 5, 10, 50)] == [1e-3, 5.5e-4, 1e-4, 1e-4]
+    assert ActorConfig(lr=1e-3).lr_at(10**6) == 1e-3  # constant by default
+    wins, _ = _data()
+    agent = SmallAgent(d_model=32, seed=1)
+    learner = FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=cfg), seed=0)
+    agent.version = 5
+    metrics = learner.update(wins)
+    assert metrics["train/actor_lr"] == pytest.approx(5.5e-4)
+    assert learner.actor_opt.param_groups[0]["lr"] == pytest.approx(5.5e-4)
+    # a schedule that ends at 0: past its end the same update leaves every weight as it was
+    frozen = SmallAgent(d_model=32, seed=1)
+    still = FilteredBC(frozen, FilteredBCConfig(top_p=1.0, actor=replace(cfg, lr_final=0.0)))
+    frozen.version = 10
+    before = [p.detach().clone() for p in frozen.parameters()]
+    still.update(wins)
+    assert all(torch.equal(a, b) for a, b in zip(before, frozen.parameters()))
+    with pytest.raises(ConfigError, match="lr_versions"):
+        FilteredBC(SmallAgent(d_model=32), FilteredBCConfig(actor=ActorConfig(lr_final=-1)))

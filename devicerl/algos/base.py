@@ -87,6 +87,11 @@ class Learner(ABC):
                 "actor.entropy_coef and actor.entropy_versions must be >= 0, got "
                 f"{config.entropy_coef} and {config.entropy_versions}"
             )
+        if config.lr_versions < 0 or config.lr_final < 0:
+            raise ConfigError(
+                "actor.lr_versions and actor.lr_final must be >= 0, got "
+                f"{config.lr_versions} and {config.lr_final}"
+            )
         if config.entropy_coef > 0 and not callable(getattr(actor, "entropy", None)):
             raise ConfigError(
                 f"actor.entropy_coef={config.entropy_coef} needs an agent with entropy() "
@@ -129,6 +134,9 @@ class Learner(ABC):
             return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
         draw = self._sampler(samples)
         beta = cfg.entropy_weight(self.actor.version)
+        lr = cfg.lr_at(self.actor.version)
+        for group in self.actor_opt.param_groups:
+            group["lr"] = lr
         states = every_step(data) if beta > 0 else []
         use_entropy = bool(states)
         losses, norms, entropies = [], [], []
@@ -158,6 +166,7 @@ class Learner(ABC):
         out = {
             "train/actor_loss": sum(losses) / len(losses),
             "train/actor_samples": float(len(samples)),
+            "train/actor_lr": lr,
         }
         if cfg.skip_noops:
             out["train/actor_noops_skipped"] = float(noops)

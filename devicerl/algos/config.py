@@ -16,6 +16,17 @@ class ActorConfig:
     from-scratch small agent; see the README's Training section)."""
 
     lr: float = field(default=1e-4, metadata={"help": "actor learning rate (AdamW)", "gt": 0})
+    lr_versions: int = field(
+        default=0,
+        metadata={
+            "help": "the learning rate falls linearly from lr to lr_final over this many policy "
+            "versions, then stays there (0: constant lr)",
+            "min": 0,
+        },
+    )
+    lr_final: float = field(
+        default=0.0, metadata={"help": "the learning rate after lr_versions versions", "min": 0}
+    )
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay", "min": 0})
     updates: int = field(default=20, metadata={"help": "actor updates per iteration", "min": 0})
     batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch", "min": 1})
@@ -56,6 +67,13 @@ class ActorConfig:
             "many (off: uniform over steps, as the paper)"
         },
     )
+
+    def lr_at(self, version: int) -> float:
+        """The actor's learning rate at policy version ``version``."""
+        if self.lr_versions <= 0:
+            return self.lr
+        done = min(1.0, version / self.lr_versions)
+        return self.lr + (self.lr_final - self.lr) * done
 
     def entropy_weight(self, version: int) -> float:
         """The entropy bonus's weight at policy version ``version``."""
