@@ -173,3 +173,27 @@ def test_bad_configs_fail_at_start(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"log-prob|cannot be trained|not trainable"):
         Trainer(cfg, RunDir(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
+
+
+def test_a_saved_agents_version_does_not_shift_the_runs_schedules(tmp_path) -> None:
+    """A pre-trained agent carries its own version count; the lr schedule of the run that
+    fine-tunes it starts at this run's version 0 (its first update at the full lr)."""
+    from devicerl.agents.small import SmallAgent
+
+    saved = SmallAgent(seed=3)
+    saved.version = 60  # e.g. 60 offline iterations of pre-training
+    saved.save(tmp_path / "agent")
+    schedule = ["filtered_bc.actor.lr_versions=10", "filtered_bc.actor.lr_final=1e-4"]
+    train(
+        tmp_path,
+        "ft",
+        "algo=filtered_bc",
+        "env_steps=80",
+        f"agent.path={tmp_path / 'agent'}",
+        "eval.episodes_per_task=4",
+        *schedule,
+    )
+    rows = [json.loads(line) for line in (tmp_path / "ft" / "metrics.jsonl").open()]
+    lrs = [r["train/actor_lr"] for r in rows if "train/actor_lr" in r]
+    assert len(lrs) >= 2 and lrs[0] == pytest.approx(3e-3), lrs
+    assert lrs == sorted(lrs, reverse=True) and lrs[-1] < 3e-3

@@ -130,13 +130,13 @@ class Learner(ABC):
         if cfg.skip_noops:
             kept = [s for s in samples if not s.trajectory.is_noop(s.index)]
             noops, samples = len(samples) - len(kept), kept
-        if not samples:
-            return {"train/actor_loss": math.nan, "train/actor_samples": 0.0}
-        draw = self._sampler(samples)
-        beta = cfg.entropy_weight(self.actor.version)
         lr = cfg.lr_at(self.actor.version)
+        if not samples:
+            return {"train/actor_loss": math.nan, "train/actor_samples": 0.0, "train/actor_lr": lr}
         for group in self.actor_opt.param_groups:
             group["lr"] = lr
+        draw = self._sampler(samples)
+        beta = cfg.entropy_weight(self.actor.version)
         states = every_step(data) if beta > 0 else []
         use_entropy = bool(states)
         losses, norms, entropies = [], [], []

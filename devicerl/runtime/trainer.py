@@ -110,6 +110,8 @@ class Trainer:
         self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
         self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag or None)
         self.state = TrainState()
+        if self.learner is not None:  # schedules follow this run's versions, not a saved
+            self.actor.version = self.state.version  # agent's own count (its pre-training)
         self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
