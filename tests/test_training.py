@@ -188,9 +188,10 @@ def test_a_saved_agents_version_does_not_shift_the_runs_schedules(tmp_path) -> N
         tmp_path,
         "ft",
         "algo=filtered_bc",
-        "env_steps=80",
+        "env_steps=40",
+        "trajectories_per_iter=8",
         f"agent.path={tmp_path / 'agent'}",
-        "eval.episodes_per_task=4",
+        "eval.episodes_per_task=2",
         *schedule,
     )
     rows = [json.loads(line) for line in (tmp_path / "ft" / "metrics.jsonl").open()]
