@@ -160,6 +160,37 @@ def test_exploration_levels_follow_each_tasks_recent_success() -> None:
         assert all("explore" not in s.observation.extras for s in t.steps)
 
 
+def test_probes_free_a_task_from_exploration_once_the_policy_solves_it() -> None:
+    from devicerl.runtime.exploration import TaskExploration
+
+    trapped = TaskExploration(0.6, window=3, rule="unsolved")
+    trapped.record("a", False)
+    for _ in range(10):  # explored episodes of a form fail: without probes it never leaves
+        assert trapped.level("a") == 0.6
+        trapped.record("a", False, 0.6)
+    ex = TaskExploration(0.6, window=3, rule="unsolved", probe=3)
+    ex.record("a", False)
+    assert [ex.level("a") for _ in range(6)] == [0.6, 0.6, 0.0, 0.6, 0.6, 0.0]  # every 3rd
+    for _ in range(5):
+        ex.record("a", False, 0.6)  # explored: not counted
+    assert ex.success_rate("a") == 0.0 and ex.level("a") == 0.6
+    ex.record("a", True, 0.0)  # a probe succeeds: the policy solves it
+    assert ex.success_rate("a") == 0.5 and ex.level("a") == 0.0 and ex.level("a") == 0.0
+    with pytest.raises(ValueError, match="probe"):
+        TaskExploration(0.6, probe=2)  # the linear rule has no explored state to probe
+
+    tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
+    real = TaskExploration(0.8, window=1000, rule="unsolved", threshold=0.99, probe=2)
+    specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
+    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
+        trajectories = Collector(pool, LevelReader(), exploration=real).run(30)
+    levels = {t.extras["explore"] for t in trajectories}
+    assert levels == {0.0, 0.8}  # explored episodes and probes (and first episodes)
+    for task in ("synthetic/steps", "synthetic/tap"):  # judged by the policy's own episodes
+        own = [t.success for t in trajectories if t.task == task and t.extras["explore"] == 0]
+        assert own and real.success_rate(task) == pytest.approx(sum(own) / len(own))
+
+
 def test_exploration_level_is_max_times_recent_failure_rate() -> None:
     from devicerl.runtime.exploration import TaskExploration
 

@@ -263,7 +263,7 @@ class Collector:
         when it is a complete, labelled episode."""
         complete = self.stats.add(traj)
         if complete and self.exploration is not None:
-            self.exploration.record(traj.task, traj.success)
+            self.exploration.record(traj.task, traj.success, traj.extras.get(EXPLORE_KEY, 0.0))
         return complete
 
     def summary(self) -> dict[str, Any]:

@@ -18,6 +18,13 @@ mixed into every step of a five-step form break what it knows: rule ``unsolved``
 ``max_level``, only the tasks whose recent success rate (over at least one episode) is at most
 ``threshold`` (0: no success at all), and leaves every other task, unseen ones included, to the
 policy.
+
+Under ``unsolved`` a task explored at ``max_level`` rarely succeeds (uniform choices mixed into
+every step of a five-step form), so judged by all its episodes it stays "unsolved" for good even
+where the policy itself solves it: the exploration trap. With ``probe`` (k > 0) every k-th
+episode of an explored task acts without exploration, and only episodes acted without
+exploration decide whether the task is solved, so a task the policy solves leaves exploration
+after a few probes.
 """
 
 from __future__ import annotations
@@ -36,7 +43,12 @@ class TaskExploration:
     """Per-task exploration levels from each task's last ``window`` labelled episodes."""
 
     def __init__(
-        self, max_level: float, window: int = 20, rule: str = "linear", threshold: float = 0.0
+        self,
+        max_level: float,
+        window: int = 20,
+        rule: str = "linear",
+        threshold: float = 0.0,
+        probe: int = 0,
     ) -> None:
         if not 0.0 <= max_level < 1.0:
             raise ValueError(f"exploration max_level must be in [0, 1), got {max_level}")
@@ -46,7 +58,11 @@ class TaskExploration:
             raise ValueError(f"exploration rule must be one of {', '.join(RULES)}, got {rule!r}")
         if not 0.0 <= threshold < 1.0:
             raise ValueError(f"exploration threshold must be in [0, 1), got {threshold}")
+        if probe < 0 or (probe and rule != "unsolved"):
+            raise ValueError(f"exploration probe must be >= 0 and needs rule unsolved, got {probe}")
         self.max_level = max_level
+        self.probe = probe
+        self._explored: dict[str, int] = {}  # episodes started in the explored state, per task
         self.window = window
         self.rule = rule
         self.threshold = threshold
@@ -57,7 +73,7 @@ class TaskExploration:
     def from_config(cls, ex: Any) -> TaskExploration | None:
         """From an `ExplorationConfig` (``max``, ``window``, ``rule``, ``threshold``); None
         when ``max`` is 0 (off)."""
-        return cls(ex.max, ex.window, ex.rule, ex.threshold) if ex.max > 0 else None
+        return cls(ex.max, ex.window, ex.rule, ex.threshold, ex.probe) if ex.max > 0 else None
 
     def success_rate(self, task: str) -> float | None:
         """The task's success rate over its recent episodes (None: none seen yet)."""
@@ -69,12 +85,22 @@ class TaskExploration:
         """The exploration level of a new episode of ``task`` (unknown tasks: ``max_level``
         under rule ``linear``, 0 under ``unsolved``)."""
         rate = self.success_rate(task) if task is not None else None
-        if self.rule == "unsolved":
-            return self.max_level if rate is not None and rate <= self.threshold else 0.0
-        return self.max_level * (1.0 - (rate or 0.0))
+        if self.rule == "linear":
+            return self.max_level * (1.0 - (rate or 0.0))
+        if rate is None or rate > self.threshold:
+            return 0.0
+        if self.probe and task is not None:
+            with self._lock:
+                n = self._explored[task] = self._explored.get(task, 0) + 1
+            if n % self.probe == 0:
+                return 0.0  # a probe: the policy's own success decides when exploring stops
+        return self.max_level
 
-    def record(self, task: str, success: bool) -> None:
-        """Count one labelled (complete, judged) episode of ``task``."""
+    def record(self, task: str, success: bool, level: float = 0.0) -> None:
+        """Count one labelled (complete, judged) episode of ``task`` acted at exploration
+        ``level`` (with ``probe``, an explored episode is not counted)."""
+        if self.probe and level > 0:
+            return
         with self._lock:
             self._recent.setdefault(task, deque(maxlen=self.window)).append(bool(success))
 

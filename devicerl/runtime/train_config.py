@@ -141,6 +141,15 @@ class ExplorationConfig:
             "lt": 1,
         },
     )
+    probe: int = field(
+        default=0,
+        metadata={
+            "help": "rule unsolved: every probe-th episode of an explored task acts without "
+            "exploration, and only such episodes decide whether the task is solved (0: every "
+            "episode decides; an explored multi-step task may then never leave exploration)",
+            "min": 0,
+        },
+    )
 
 
 @dataclass
