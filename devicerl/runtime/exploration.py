@@ -71,8 +71,8 @@ class TaskExploration:
 
     @classmethod
     def from_config(cls, ex: Any) -> TaskExploration | None:
-        """From an `ExplorationConfig` (``max``, ``window``, ``rule``, ``threshold``); None
-        when ``max`` is 0 (off)."""
+        """From an `ExplorationConfig` (``max``, ``window``, ``rule``, ``threshold``,
+        ``probe``); None when ``max`` is 0 (off)."""
         return cls(ex.max, ex.window, ex.rule, ex.threshold, ex.probe) if ex.max > 0 else None
 
     def success_rate(self, task: str) -> float | None:
