@@ -31,7 +31,12 @@ config and code is read instead of re-run.
 saved agent as it is, e.g. the web-skills pre-trained one (docs/pretraining.md); its own saved
 configuration then says which tasks it can reach. ``agent.path`` without ``--untrained``
 starts the DigiRL run from that agent, with the ``pretrained`` setup's fine-tuning settings
-(``configs/miniwob-digirl-pretrained.yaml``) instead of ``tuned``'s.
+(``configs/miniwob-digirl-pretrained.yaml``) instead of ``tuned``'s. ``agent.init_from=AGENT``
+does the same but keeps the reach heads: the benchmark's agent starts from that agent's
+weights, and the parts it lacks (the heads, the pixel features) start fresh
+(`devicerl.agents.small.SmallAgent.load_matching`):
+
+    python benchmarks/miniwob_suite.py --out runs/suite-grown agent.init_from=AGENT
 """
 
 from __future__ import annotations
@@ -399,7 +404,8 @@ def _agent_kinds(cfg: Any) -> Any:
 def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):
     from devicerl.runtime.comparison import run_config
 
-    pretrained = any(o.startswith("agent.path=") for o in args.overrides)
+    grown = any(o.startswith("agent.init_from=") for o in args.overrides)
+    pretrained = grown or any(o.startswith("agent.path=") for o in args.overrides)
     return run_config(
         _system(args),
         args.seed,
@@ -409,8 +415,10 @@ def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: 
         budget=budget,
         eval_episodes=max(1, args.eval_episodes),
         split="test",
-        extra=[*HEADS, *RUN_OPTIONS, *extra, *args.overrides],
-    )
+        # the pretrained setup names a saved agent (agent.path): init_from takes its place
+        extra=[*HEADS, *RUN_OPTIONS, *(["agent.path=null"] if grown else []), *extra,
+               *args.overrides],
+    )  # fmt: skip
 
 
 def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
@@ -467,9 +475,14 @@ def main() -> int:
         return 0
     cfg = _config(args, trained, args.budget, [])
     system = _system(args)
-    what = "DigiRL tuned + reach heads" if system == "digirl" else "the agent, untrained"
+    what = "the agent, untrained"
+    if system == "digirl":  # a saved agent (agent.path) keeps its own heads
+        setup = "pretrained" if cfg.agent.path or cfg.agent.init_from else "tuned"
+        what = f"DigiRL {setup}{'' if cfg.agent.path else ' + reach heads'}"
     if cfg.agent.path:
         what += f" ({'from ' if system == 'digirl' else ''}{cfg.agent.path})"
+    elif cfg.agent.init_from:
+        what += f" (weights from {cfg.agent.init_from}; the parts it lacks start fresh)"
     # a saved agent brings its own action space: the heads it has, not the ones HEADS asks for
     heads = list(HEADS)
     if cfg.agent.path:

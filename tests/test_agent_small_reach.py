@@ -315,3 +315,45 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
     after = success()
     assert before == 0.0 and after >= 0.9, (before, after)
     assert {a.extras["source"] for a in agent.act([data[0][0]] * 4)} == {"free"}
+
+
+def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None:
+    from devicerl.agents.factory import AgentSpec
+    from devicerl.config import load_config
+    from devicerl.errors import ConfigError
+    from devicerl.runtime.train_config import TrainConfig
+
+    features = FeatureConfig(pixels=False, pixel_size=(48, 64), dom_flags=False)
+    base = SmallAgent(d_model=48, n_layers=1, grid=(4, 4), offsets=3, features=features, seed=1)
+    base.version = 7
+    base.save(tmp_path / "base")
+    config = _reach(seed=2).config  # the same encoder, plus every reach head and pixels
+    grown = AgentSpec(kind="small", small=config, init_from=str(tmp_path / "base")).make()
+    fresh = SmallAgent(config)
+    assert isinstance(grown, SmallAgent) and grown.version == 0
+    saved, own = base.module.state_dict(), grown.module.state_dict()
+    new = [k for k in own if k not in saved]
+    assert any(k.startswith("encoder.cnn.") for k in new) and any("chars." in k for k in new)
+    for k, v in own.items():  # the saved weights, and the new parts as a fresh agent has them
+        assert torch.equal(v, saved[k] if k in saved else fresh.module.state_dict()[k]), k
+    assert not all(torch.equal(v, fresh.module.state_dict()[k]) for k, v in saved.items())
+    obs = [_page()] * 2
+    actions = [Action.type_text("BLUE SKY"), Action.tap(25 / 200, 12.5 / 100)]
+    assert torch.isfinite(grown.log_prob(obs, actions)).all()
+    # what cannot be grown from: one clear line naming the culprit
+    grown.save(tmp_path / "grown")
+    with pytest.raises(DataError, match=r"lacks .*chars\."):  # a part this config lacks
+        SmallAgent(d_model=48, n_layers=1, features=features).load_matching(tmp_path / "grown")
+    with pytest.raises(DataError, match="architecture") as err:  # another width
+        SmallAgent(d_model=32, n_layers=1, features=features).load_matching(tmp_path / "base")
+    assert "\n" not in str(err.value)
+    with pytest.raises(DataError, match="saved agent directory"):
+        SmallAgent(d_model=48, n_layers=1, features=features).load_matching(tmp_path / "none")
+    with pytest.raises(ConfigError, match="both set"):  # the pretrained setup names agent.path
+        load_config(
+            TrainConfig,
+            "configs/miniwob-digirl-pretrained.yaml",
+            [f"agent.init_from={tmp_path / 'base'}"],
+        )
+    with pytest.raises(ConfigError, match="only the small agent"):
+        AgentSpec(kind="random", init_from=str(tmp_path / "base")).validate()

@@ -6,18 +6,22 @@ through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.lo
     agent:
       kind: small            # small | autoui | api | random | uniform | oracle
       path: runs/x/agent     # a saved agent (small, autoui) or an Auto-UI checkpoint dir
+      init_from: runs/y/agent  # small: build from `small`, start from a saved agent's weights
       vision_dir: /models/blip2-vision
       api: {chat: {base_url: http://127.0.0.1:8000/v1, model: my-vlm}}
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
 from devicerl.agents.config import AutoUIConfig, SmallAgentConfig
 from devicerl.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 KINDS = ("small", "autoui", "api", "random", "uniform", "oracle")
 
@@ -29,6 +33,13 @@ class AgentSpec:
     kind: str = field(default="small", metadata={"help": f"one of {', '.join(KINDS)}"})
     path: str | None = field(
         default=None, metadata={"help": "saved agent dir (small/autoui) or Auto-UI checkpoint"}
+    )
+    init_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "small: a saved agent whose weights start the one `small` describes; "
+            "the parts it lacks (heads, pixel features) start fresh"
+        },
     )
     vision_dir: str | None = field(
         default=None, metadata={"help": "local vision encoder dir (autoui)"}
@@ -52,6 +63,13 @@ class AgentSpec:
             raise ConfigError(f"agent.kind: {self.kind!r} is not one of {', '.join(KINDS)}")
         if self.kind == "autoui" and self.path is None:
             raise ConfigError("agent.path: the autoui agent needs a model directory")
+        if self.init_from is not None and self.kind != "small":
+            raise ConfigError(f"agent.init_from: only the small agent has it, not {self.kind!r}")
+        if self.init_from is not None and self.path is not None:
+            raise ConfigError(
+                "agent.init_from and agent.path are both set: path runs a saved agent as it "
+                "is, init_from builds `agent.small` from one; set the other to null"
+            )
 
     def make(self) -> Policy:
         """Build the policy (imports the heavy libraries only for the kind asked for)."""
@@ -61,7 +79,14 @@ class AgentSpec:
 
             if self.path is not None:
                 return SmallAgent.from_pretrained(self.path, device=self.device)
-            return SmallAgent(self.small, device=self.device)
+            agent = SmallAgent(self.small, device=self.device)
+            if self.init_from is not None:
+                fresh = agent.load_matching(self.init_from)
+                log.info(
+                    "agent.init_from %s: %d weights loaded, %d start fresh",
+                    self.init_from, len(agent.module.state_dict()) - len(fresh), len(fresh),
+                )  # fmt: skip
+            return agent
         if self.kind == "autoui":
             from devicerl.agents.autoui import AutoUIAgent
 

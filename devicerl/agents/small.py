@@ -402,17 +402,47 @@ class SmallAgent(TorchPolicy):
         cfg = self.config.to_dict()
         write_json(out / CONFIG_FILE, {"config": cfg, "version": self.version, "format": 1})
 
-    def load(self, path: str | Path) -> None:
-        """Load weights saved by `save` (the architecture must match this agent's)."""
+    def _read_weights(self, src: Path) -> dict[str, torch.Tensor]:
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
-        src = Path(path)
-        meta = read_json(src / CONFIG_FILE)
         try:
-            state = load_file(str(src / WEIGHTS_FILE), device=str(self.device))
+            return load_file(str(src / WEIGHTS_FILE), device=str(self.device))
         except (OSError, SafetensorError) as e:
             raise DataError(f"{src / WEIGHTS_FILE}: cannot read weights ({e})") from None
+
+    def load_matching(self, path: str | Path) -> list[str]:
+        """Start this agent from a saved one that lacks some of its parts: every weight of
+        the saved agent is loaded, and the weights it does not have (heads or pixel features
+        this agent's config adds) keep their fresh initialisation. Returns their names.
+
+        The saved agent must be a part of this one: a weight this agent lacks, or one of
+        another shape (a different ``d_model``, feature set...), is refused (`DataError`)
+        rather than dropped. The version starts at 0: this is a new agent."""
+        src = Path(path)
+        read_json(src / CONFIG_FILE)  # a saved small agent, else a clear error
+        saved, own = self._read_weights(src), self.module.state_dict()
+        extra = sorted(k for k in saved if k not in own)
+        if extra:
+            raise DataError(
+                f"{src}: the saved agent has weights this config lacks ({', '.join(extra[:4])}"
+                f"{', ...' if len(extra) > 4 else ''}): switch on the parts it was saved with"
+            )
+        for k, v in saved.items():
+            if v.shape != own[k].shape:
+                raise DataError(
+                    f"{src}: weight {k} is {tuple(v.shape)} there, {tuple(own[k].shape)} here: "
+                    "the saved agent's architecture settings must match this config's"
+                )
+        self.module.load_state_dict(saved, strict=False)
+        self.version = 0
+        return sorted(k for k in own if k not in saved)
+
+    def load(self, path: str | Path) -> None:
+        """Load weights saved by `save` (the architecture must match this agent's)."""
+        src = Path(path)
+        meta = read_json(src / CONFIG_FILE)
+        state = self._read_weights(src)
         try:
             self.module.load_state_dict(state)
         except RuntimeError as e:

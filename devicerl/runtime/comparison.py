@@ -143,11 +143,13 @@ def _relevant(cfg: TrainConfig) -> dict[str, Any]:
 
 
 def _start_agent(cfg: TrainConfig) -> dict[str, str]:
-    """sha256 of each file of the saved agent `cfg` starts from (``agent.path``; none: {}), so
-    a pre-trained agent made again at the same path is another start."""
-    if not cfg.agent.path or not Path(cfg.agent.path).is_dir():
+    """sha256 of each file of the saved agent `cfg` starts from (``agent.path`` or
+    ``agent.init_from``; none: {}), so a pre-trained agent made again at the same path is
+    another start."""
+    start = cfg.agent.path or cfg.agent.init_from
+    if not start or not Path(start).is_dir():
         return {}
-    files = sorted(p for p in Path(cfg.agent.path).iterdir() if p.is_file())
+    files = sorted(p for p in Path(start).iterdir() if p.is_file())
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 

@@ -236,6 +236,7 @@ class TrainConfig:
         if self.mode != "eval" and self.algo == "none" and self.mode != "online":
             raise ConfigError("algo none only collects: use mode online or eval")
         self.rollouts.check_devices(self.env.worker)
+        self.agent.validate()
         if self.policies:
             self._validate_league()
 
