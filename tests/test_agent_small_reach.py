@@ -3,6 +3,7 @@ text) and pixel features: exact log-probs for every path, persistence, learnabil
 
 import dataclasses
 import json
+import math
 import random
 
 import numpy as np
@@ -13,7 +14,7 @@ from devicerl.actions import Action, ActionType
 from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.agents.small_net import DRAG, POINT
+from devicerl.agents.small_net import DRAG, POINT, QUIET_LOGIT
 from devicerl.agents.small_paths import points_of
 from devicerl.envs import make
 from devicerl.errors import DataError
@@ -334,9 +335,18 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
     saved, own = base.module.state_dict(), grown.module.state_dict()
     new = [k for k in own if k not in saved]
     assert any(k.startswith("encoder.cnn.") for k in new) and any("chars." in k for k in new)
+    quieted = ("encoder.pixel_", "more_gestures.", "source_head.")
     for k, v in own.items():  # the saved weights, and the new parts as a fresh agent has them
-        assert torch.equal(v, saved[k] if k in saved else fresh.module.state_dict()[k]), k
+        if not k.startswith(quieted):
+            assert torch.equal(v, saved[k] if k in saved else fresh.module.state_dict()[k]), k
     assert not all(torch.equal(v, fresh.module.state_dict()[k]) for k, v in saved.items())
+    # ... except that the new choices start low and the pixel projections at zero
+    net = grown.module
+    assert not net.encoder.pixel_elems.weight.any() and not net.encoder.pixel_cells.bias.any()
+    tap = net.gesture_head.bias[0] + QUIET_LOGIT  # point and drag start below the element tap
+    assert (net.more_gestures.weight == net.gesture_head.weight[0]).all()
+    assert torch.allclose(net.more_gestures.bias, tap.expand(2))
+    assert net.source_head.bias.tolist() == [0.0, QUIET_LOGIT, QUIET_LOGIT]
     obs = [_page()] * 2
     actions = [Action.type_text("BLUE SKY"), Action.tap(25 / 200, 12.5 / 100)]
     assert torch.isfinite(grown.log_prob(obs, actions)).all()
@@ -357,3 +367,43 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
         )
     with pytest.raises(ConfigError, match="only the small agent"):
         AgentSpec(kind="random", init_from=str(tmp_path / "base")).validate()
+
+
+def test_a_grown_agent_first_acts_as_the_saved_one(tmp_path) -> None:
+    """Text sources and Enter added to a saved agent: its greedy actions stay the saved
+    agent's, and an action's log-prob loses at most the new choices' share."""
+    features = FeatureConfig(dom_flags=False, elem_words=4)
+    base = SmallAgent(
+        d_model=48,
+        n_layers=1,
+        features=features,
+        seed=3,
+        allowed_types=("DUAL_POINT", "TYPE"),
+        explore=0.0,
+    )  # no exploration floor: it spreads over every choice, the new ones too
+    obs = _observations()
+    for params in base.module.parameters():  # a trained agent's logits are far from zero
+        params.data.mul_(4.0)
+    config = dataclasses.replace(
+        base.config,
+        page_text=True,
+        free_text=True,
+        allowed_types=("DUAL_POINT", "TYPE", "PRESS_ENTER"),
+    )
+    plain, grown = SmallAgent(config), SmallAgent(config)
+    plain.module.load_state_dict(base.module.state_dict(), strict=False)  # without quieting
+    base.save(tmp_path)
+    grown.load_matching(tmp_path)
+    with torch.no_grad():
+        want = base.act(obs, greedy=True)
+        actions = [s.action for s in want]
+        assert [s.action for s in grown.act(obs, greedy=True)] == actions
+        taps = [a.type is ActionType.DUAL_POINT for a in actions]
+        gap = base.log_prob(obs, actions) - grown.log_prob(obs, actions)
+        plain_gap = base.log_prob(obs, actions) - plain.log_prob(obs, actions)
+    # Enter takes at most e^-4 of the odds of an action type; the two new text sources at most
+    # 2 e^-4 of a typed span's
+    enter, sources = (math.log(1 + k * math.exp(QUIET_LOGIT)) for k in (1, 2))
+    assert gap.min() > -1e-5 and gap.max() < enter + sources + 1e-4
+    assert all(g < enter + 1e-4 for g, t in zip(gap.tolist(), taps) if t) and any(taps)
+    assert plain_gap.abs().max() > gap.abs().max()  # without quieting, the agent changes more

@@ -414,13 +414,15 @@ class SmallAgent(TorchPolicy):
     def load_matching(self, path: str | Path) -> list[str]:
         """Start this agent from a saved one that lacks some of its parts: every weight of
         the saved agent is loaded, and the weights it does not have (heads or pixel features
-        this agent's config adds) keep their fresh initialisation. Returns their names.
+        this agent's config adds) start fresh, so that the grown agent first acts as the saved
+        one did (`SmallPolicyNet.quiet`: the new choices start at a low fixed logit, the pixel
+        projections at zero). Returns the names of the fresh weights.
 
         The saved agent must be a part of this one: a weight this agent lacks, or one of
         another shape (a different ``d_model``, feature set...), is refused (`DataError`)
         rather than dropped. The version starts at 0: this is a new agent."""
         src = Path(path)
-        read_json(src / CONFIG_FILE)  # a saved small agent, else a clear error
+        meta = read_json(src / CONFIG_FILE)  # a saved small agent, else a clear error
         saved, own = self._read_weights(src), self.module.state_dict()
         extra = sorted(k for k in saved if k not in own)
         if extra:
@@ -435,8 +437,15 @@ class SmallAgent(TorchPolicy):
                     "the saved agent's architecture settings must match this config's"
                 )
         self.module.load_state_dict(saved, strict=False)
+        fresh = sorted(k for k in own if k not in saved)
+        every = [t.value for t in VALID_TYPES]
+        before = set(meta.get("config", {}).get("allowed_types") or every)
+        new_types = set(self.config.allowed_types or every) - before
+        self.module.quiet(
+            set(fresh), {ActionType(t) for t in new_types}, {ActionType(t) for t in before}
+        )
         self.version = 0
-        return sorted(k for k in own if k not in saved)
+        return fresh
 
     def load(self, path: str | Path) -> None:
         """Load weights saved by `save` (the architecture must match this agent's)."""

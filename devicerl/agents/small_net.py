@@ -38,6 +38,8 @@ BASIC_GESTURES = 5
 POINT, DRAG = GESTURES.index("point"), GESTURES.index("drag")
 #: Logit given to impossible choices (finite, so log-softmax and gradients stay finite).
 MASKED = -1e9
+#: The logit a choice that a grown agent adds starts at (`SmallPolicyNet.quiet`).
+QUIET_LOGIT = -4.0
 _DUAL = VALID_TYPES.index(ActionType.DUAL_POINT)
 _TYPE = VALID_TYPES.index(ActionType.TYPE)
 
@@ -235,6 +237,37 @@ class SmallPolicyNet(nn.Module):
         self.span_length = (
             nn.Parameter(torch.zeros(cfg.max_span)) if self.encoder.relative else None
         )
+
+    @torch.no_grad()
+    def quiet(
+        self, fresh: set[str], new_types: set[ActionType], old_types: set[ActionType]
+    ) -> None:
+        """After loading a saved agent that lacks some parts (`fresh`: their weight names), make
+        the grown agent act as the saved one did until it learns otherwise. The pixel
+        projections start at zero (element and cell states as without pixels). Each choice the
+        saved agent did not have starts `QUIET_LOGIT` below one it had, whatever the state: a
+        point tap or a drag below the element tap, page text and characters below instruction
+        spans, an action type now allowed (`new_types`) below one of `old_types`. Greedy acts as
+        before; sampling and exploration still reach the new choices."""
+        enc = self.encoder
+        for name in ("pixel_elems", "pixel_cells"):
+            layer = getattr(enc, name, None)
+            if layer is not None and f"encoder.{name}.weight" in fresh:
+                nn.init.zeros_(layer.weight)
+                nn.init.zeros_(layer.bias)
+        if self.more_gestures is not None and "more_gestures.weight" in fresh:
+            self.more_gestures.weight.copy_(self.gesture_head.weight[:1].expand(2, -1))
+            self.more_gestures.bias.copy_(self.gesture_head.bias[:1] + QUIET_LOGIT)
+        if self.source_head is not None and "source_head.weight" in fresh:
+            nn.init.zeros_(self.source_head.weight)  # instruction spans, page text, characters
+            self.source_head.bias.copy_(torch.tensor([0.0, QUIET_LOGIT, QUIET_LOGIT]))
+        out = self.type_head[-1]
+        assert isinstance(out, nn.Linear)
+        if new_types and old_types:
+            ref = min(VALID_TYPES.index(t) for t in old_types)
+            for t in new_types:
+                out.weight[VALID_TYPES.index(t)] = out.weight[ref]
+                out.bias[VALID_TYPES.index(t)] = out.bias[ref] + QUIET_LOGIT
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
         enc = self.encoder(batch)
