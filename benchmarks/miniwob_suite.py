@@ -108,6 +108,10 @@ HEADS: tuple[str, ...] = (
     "env.kwargs.screenshot=true",  # ... which read the screenshot
     "agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]",  # Enter (terminal)
 )
+#: With ``agent.init_from``: the pretrained setup names a saved agent (``agent.path``), which
+#: init_from replaces; the grid cells that the heads add are gated, so that the grown agent
+#: first acts as the saved one (docs/agent-actions.md).
+GROWN: tuple[str, ...] = ("agent.path=null", "agent.small.cell_attention=gated")
 #: Checkpoints often enough that an interrupted run loses little.
 RUN_OPTIONS: tuple[str, ...] = ("checkpoint_every=5",)
 #: --quick: a tap, a pixel, a drag, a computed-text task and one out of reach.
@@ -415,9 +419,7 @@ def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: 
         budget=budget,
         eval_episodes=max(1, args.eval_episodes),
         split="test",
-        # the pretrained setup names a saved agent (agent.path): init_from takes its place
-        extra=[*HEADS, *RUN_OPTIONS, *(["agent.path=null"] if grown else []), *extra,
-               *args.overrides],
+        extra=[*HEADS, *RUN_OPTIONS, *(GROWN if grown else ()), *extra, *args.overrides],
     )  # fmt: skip
 
 

@@ -407,3 +407,49 @@ def test_a_grown_agent_first_acts_as_the_saved_one(tmp_path) -> None:
     assert gap.min() > -1e-5 and gap.max() < enter + sources + 1e-4
     assert all(g < enter + 1e-4 for g, t in zip(gap.tolist(), taps) if t) and any(taps)
     assert plain_gap.abs().max() > gap.abs().max()  # without quieting, the agent changes more
+
+
+def test_gated_cells_leave_a_grown_agents_states_as_they_were(tmp_path) -> None:
+    """Point actions and pixels add grid cells to the encoder. Shared, every token reads them and
+    every state of a grown agent moves; gated, the others read them only through a readback
+    that starts closed, so the saved agent's states and greedy actions stay, and training opens
+    the readback."""
+    features = FeatureConfig(dom_flags=False, pixel_size=(48, 64))
+    base = SmallAgent(d_model=48, n_layers=2, features=features, seed=3, explore=0.0)
+    for params in base.module.parameters():  # a trained agent's attention is far from uniform
+        params.data.mul_(3.0)
+    base.save(tmp_path)
+    obs = _observations()
+    grow = {"point_actions": True, "grid": (4, 4), "offsets": 3}
+    grow["features"] = dataclasses.replace(features, pixels=True)
+    agents = {}
+    for mode in ("shared", "gated"):
+        agents[mode] = SmallAgent(dataclasses.replace(base.config, cell_attention=mode, **grow))
+        fresh = agents[mode].load_matching(tmp_path)
+        assert ("encoder.cell_readback.out_proj.weight" in fresh) is (mode == "gated")
+    batch = base.featurize(obs)
+    with torch.no_grad():
+        want = base.module.encoder(batch)
+        for mode, agent in agents.items():
+            got = agent.module.encoder(agent.featurize(obs))
+            moved = max(
+                (got[i] - want[i]).abs().max().item() for i in range(3)
+            )  # global, instruction and element states
+            assert (moved < 1e-5) is (mode == "gated"), (mode, moved)
+        actions = [s.action for s in base.act(obs, greedy=True)]
+        assert [s.action for s in agents["gated"].act(obs, greedy=True)] == actions
+    # the gate opens: a point tap's loss reaches the readback, then the element states move
+    gated = agents["gated"]
+    taps = [Action.tap(0.3, 0.55)] * len(obs)
+    opt = torch.optim.Adam(gated.parameters(), lr=1e-2)
+    for _ in range(3):
+        loss = -gated.log_prob(obs, taps).mean()
+        opt.zero_grad()
+        loss.backward()
+        assert gated.module.encoder.cell_readback.out_proj.weight.grad.abs().sum() > 0
+        opt.step()
+    with torch.no_grad():
+        elems = gated.module.encoder(gated.featurize(obs)).elems
+    assert (elems - want.elems).abs().max() > 1e-3
+    with pytest.raises(ValueError, match="cell_attention 'both'"):
+        dataclasses.replace(base.config, cell_attention="both")

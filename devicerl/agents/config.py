@@ -193,6 +193,14 @@ class SmallAgentConfig:
         (8, 8), "(columns, rows) of the coarse screen grid of point anchors and pixel cells"
     )
     offsets: int = _opt(4, "positions per side inside an anchor", min=1)
+    cell_attention: Literal["shared", "gated"] = _opt(
+        "shared",
+        "how the grid cells (point_actions, pixels) join the encoder. shared: they are tokens "
+        "of its transformer like any other; gated: the cells read every token but the others "
+        "read the cells only through a cross-attention whose output starts at zero, so cells "
+        "added to a saved agent (agent.init_from) leave its states as they were until training "
+        "opens the gate",
+    )
     page_text: bool = _opt(False, "type spans of an element's text (page text)")
     free_text: bool = _opt(
         False, "type any text with a character decoder that copies instruction characters"
@@ -205,6 +213,10 @@ class SmallAgentConfig:
         self.grid = (int(self.grid[0]), int(self.grid[1]))
         if min(self.grid) < 1 or self.offsets < 1 or self.max_chars < 1:
             raise ValueError("grid, offsets and max_chars must be >= 1")
+        if self.cell_attention not in ("shared", "gated"):
+            raise ValueError(
+                f"cell_attention {self.cell_attention!r}: expected 'shared' or 'gated'"
+            )
         if self.page_text and not self.features.elem_words:
             self.features = dataclasses.replace(self.features, elem_words=12)
         if self.allowed_types is not None:

@@ -3,7 +3,9 @@
 The encoder is one transformer over a global token, the instruction tokens, the UI elements and
 (optionally) patches of a downscaled screenshot. Heads read the global token (action type,
 gesture), the element states (a pointer: which element to tap) and the instruction token states
-(start/end pointers of the text span to type).
+(start/end pointers of the text span to type). With point actions or pixels, grid cells join as
+tokens: shared with the others, or gated (the others read them only through a cross-attention
+that starts closed; see ``SmallAgentConfig.cell_attention``).
 """
 
 from __future__ import annotations
@@ -132,6 +134,15 @@ class SmallEncoder(nn.Module):
             self.register_buffer("cell_boxes", cell_boxes(cfg.grid), persistent=False)
             if self.cnn is not None:
                 self.pixel_cells = nn.Linear(self.cnn.out_channels, d)
+        # gated cells: the other tokens read them after the transformer, through a
+        # cross-attention whose output projection starts at zero (the gate, closed at first)
+        self.cell_readback: nn.MultiheadAttention | None = None
+        if self.n_cells and cfg.cell_attention == "gated":
+            self.cell_readback = nn.MultiheadAttention(
+                d, cfg.n_heads, dropout=cfg.dropout, batch_first=True
+            )
+            nn.init.zeros_(self.cell_readback.out_proj.weight)
+            nn.init.zeros_(self.cell_readback.out_proj.bias)
 
     def _bag(self, ids: torch.Tensor) -> torch.Tensor:
         b, n, p = ids.shape
@@ -187,12 +198,24 @@ class SmallEncoder(nn.Module):
             masks.append(batch.instr_mask.new_ones(b, self.n_cells))
         x = self.in_norm(torch.cat(parts, 1))
         pad = ~torch.cat(masks, 1)
+        n = x.shape[1]
+        hidden = None  # gated cells: no other token reads a cell inside the transformer
+        if self.cell_readback is not None:
+            hidden = torch.zeros(n, n, dtype=torch.bool, device=x.device)
+            hidden[: n - self.n_cells, n - self.n_cells :] = True
         if self.relative:
-            x = self.transformer(x, mask=self._relative_mask(pad, li))
+            mask = self._relative_mask(pad, li)
+            x = self.transformer(
+                x, mask=mask if hidden is None else mask.masked_fill(hidden, -math.inf)
+            )
         else:
-            x = self.transformer(x, src_key_padding_mask=pad)
+            x = self.transformer(x, mask=hidden, src_key_padding_mask=pad)
+        cell_states = x[:, n - self.n_cells :] if self.n_cells else None
+        if self.cell_readback is not None:
+            rest = x[:, : n - self.n_cells]
+            read, _ = self.cell_readback(rest, cell_states, cell_states, need_weights=False)
+            x = rest + read
         le = batch.elem_mask.shape[1]
-        cell_states = x[:, x.shape[1] - self.n_cells :] if self.n_cells else None
         return Encoded(
             x[:, 0], x[:, 1 : 1 + li], x[:, 1 + li : 1 + li + le], *masks[1:3], cell_states
         )
