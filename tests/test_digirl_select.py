@@ -114,6 +114,22 @@ def test_rehearsal_adds_each_tasks_best_successes_to_the_curriculum() -> None:
     assert stats["train/kept_trajectories"] == 1
 
 
+def test_rehearse_whole_imitates_every_step_of_the_rehearsed_successes() -> None:
+    # rehearse_whole: c's first step (A .4 < 1/2) is kept as a rehearsed success; the failure b,
+    # which the curriculum alone keeps, still goes through the step filter (its step 1 alone)
+    samples, _ = learner(top_p=1.0, rehearse=1, rehearse_whole=True).select(data())
+    assert kept(samples) == {
+        ("a", 0), ("a", 1), ("a", 2), ("b", 1), ("c", 0), ("c", 1), ("d", 0), ("d", 1)
+    }  # fmt: skip
+    samples, _ = learner(top_p=1.0, rehearse=1).select(data())
+    assert ("c", 0) not in kept(samples)
+    # a success of c past its task's quota is filtered: only the rehearsed one passes whole
+    twin = trajectory("c", [0.9, 0.7], success=True, max_steps=2)
+    samples, _ = learner(top_p=1.0, rehearse=1, rehearse_whole=True).select([*data(), twin])
+    firsts = [s for s in samples if s.trajectory.instruction == "c" and s.index == 0]
+    assert len(firsts) == 1
+
+
 def test_the_curriculum_ranks_the_whole_replay() -> None:
     # 2000 failures of task b and one success of a (the top A_instr): as in the reference and
     # Filtered BC, every trajectory of the replay is ranked, so the rare success is imitated

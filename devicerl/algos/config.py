@@ -151,6 +151,15 @@ class DigiRLConfig:
             "min": 0,
         },
     )
+    rehearse_whole: bool = field(
+        default=False,
+        metadata={
+            "help": "addition: the successes rehearse adds pass the step filter whole, every "
+            "step imitated as Filtered BC does (false: filtered like the curriculum's). A step "
+            "critic flat on a solved task gives A_step = lam^(L-h) (L: the success's length), "
+            "under 1/H for the first steps of a long success, which are then never imitated"
+        },
+    )
     keep_demonstration_steps: bool = field(
         default=False,
         metadata={

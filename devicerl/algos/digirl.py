@@ -17,7 +17,8 @@ filter; ``critics=false`` trains no critic and keeps the top-p trajectories by r
 their steps (Filtered BC). ``critic_warmup`` iterations train only the critics first (the
 offline and off-to-online configs use it, as the reference does). ``rehearse`` = N > 0 (an
 addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
-successes with the highest A_instr, so a solved task keeps being imitated.
+successes with the highest A_instr, so a solved task keeps being imitated; with
+``rehearse_whole`` (an addition, off by default) every step of them, past the step filter.
 ``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
 (``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
 demonstration's states apart gives A_step = lam^(H-h), which drops the first steps of every
@@ -211,23 +212,28 @@ class DigiRL(Learner):
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
         mask = torch.ones(len(pool), dtype=torch.bool)
+        whole = torch.zeros(len(pool), dtype=torch.bool)  # rehearsed, past the step filter
         if cfg.curriculum:
             mask = curriculum_mask(a_instr, cfg.top_p)
             if cfg.rehearse:
-                mask |= rehearsal_mask([t.task for t in pool], final, a_instr, cfg.rehearse)
+                rehearsed = rehearsal_mask([t.task for t in pool], final, a_instr, cfg.rehearse)
+                mask |= rehearsed
+                if cfg.rehearse_whole:
+                    whole = rehearsed
         kept_traj = [t for t, k in zip(pool, mask.tolist()) if k]
+        kept_whole = [w for w, k in zip(whole.tolist(), mask.tolist()) if k]
         samples: list[Sample] = []
         all_adv, spreads = [], []
         if kept_traj:
             values = self.step_critic.values([s.observation for t in kept_traj for s in t.steps])
             offset = 0
-            for t in kept_traj:
+            for t, w in zip(kept_traj, kept_whole):
                 v = values[offset : offset + t.length]
                 offset += t.length
                 spreads.append(float(v.max() - v.min()))
                 adv = self.step_advantages(t, v)
                 all_adv.append(adv)
-                keep = self.step_mask(t, adv)
+                keep = self.step_mask(t, adv, whole=w)
                 samples.extend(Sample(t, i) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
         stats = self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
@@ -235,11 +241,15 @@ class DigiRL(Learner):
             stats["train/step_value_spread"] = sum(spreads) / len(spreads)
         return samples, stats
 
-    def step_mask(self, t: Trajectory, advantages: torch.Tensor) -> torch.Tensor:
+    def step_mask(
+        self, t: Trajectory, advantages: torch.Tensor, whole: bool = False
+    ) -> torch.Tensor:
         """The steps of `t` the step filter keeps, given their A_step: every step with the
-        filter off, or of a demonstration with ``keep_demonstration_steps``."""
+        filter off, of a demonstration with ``keep_demonstration_steps``, or when `whole` (a
+        rehearsed success with ``rehearse_whole``)."""
         cfg = self.config
-        if not cfg.step_filter or (cfg.keep_demonstration_steps and t.extras.get("demonstration")):
+        demo = cfg.keep_demonstration_steps and t.extras.get("demonstration")
+        if whole or not cfg.step_filter or demo:
             return torch.ones(t.length, dtype=torch.bool)
         return keep_steps(advantages, horizon(t))
 
