@@ -5,7 +5,9 @@ figure in it is typed by hand. Each learning row reads the newest ``learning-YYY
 (``learning-dev16-YYYY-MM-DD.json`` for dev16) that measured its setup, the ablation row the
 newest ``ablation-dev16-YYYY-MM-DD.json``, the full-suite row the newest
 ``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``,
-``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record).
+``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record), and the
+pre-trained full-suite row the newest ``miniwob-suite-YYYY-MM-DD[-suffix].json`` whose run
+trained from a saved agent (``agent.init_from`` or ``agent.path`` in its command).
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -27,6 +29,7 @@ _LEARNING = re.compile(r"^learning-\d{4}-\d{2}-\d{2}\.json$")
 _LEARNING_DEV16 = re.compile(r"^learning-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
 _SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
+_SUITE_ANY = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}(-[\w-]+)?\.json$")
 _ABLATION = re.compile(r"^ablation-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATED = (  # (label, system) in the order of the row
     ("DigiRL", "digirl"),
@@ -147,15 +150,36 @@ def _league_row(results: Path) -> str | None:
     return f"| League | {setting} | {cells} {link} | `{name}` |"
 
 
-def _suite_row(results: Path) -> str | None:
-    """The newest full-suite benchmark (docs/reach.md#full-suite-benchmark), if committed."""
-    name = _newest(results, _SUITE)
+def _from_saved_agent(command: list[str]) -> bool:
+    """Whether a full-suite run trained from a saved agent (not ``--untrained``)."""
+    saved = any(a.startswith(("agent.init_from=", "agent.path=")) for a in command)
+    return saved and "--untrained" not in command
+
+
+def _newest_pretrained_suite(results: Path) -> str | None:
+    """The newest full-suite run that trained from a saved agent, whatever its suffix."""
+    names = (p.name for p in results.glob("*.json") if _SUITE_ANY.match(p.name))
+    return max(
+        (n for n in names if _from_saved_agent(json.loads((results / n).read_text())["command"])),
+        default=None,
+    )
+
+
+def _suite_row(results: Path, name: str | None, pretrained: bool) -> str | None:
+    """A full-suite benchmark (docs/reach.md#full-suite-benchmark): from scratch or from the
+    web-skills pre-trained agent grown with the reach heads."""
     if name is None:
         return None
     data = json.loads((results / name).read_text())
     s, cols = data["summary"], data["summary"]["columns"]
+    start = (
+        "from the web-skills pre-trained agent grown with the reach heads, `pretrained` "
+        "fine-tuning,"
+        if pretrained
+        else "(`tuned` + reach heads) online from scratch"
+    )
     setting = (
-        f"small CPU agent, one DigiRL run (`tuned` + reach heads) online from scratch over "
+        f"small CPU agent, one DigiRL run {start} over "
         f"Synapse's {s['tasks']} tasks, {data['env_steps']:,} env steps, 1 seed, "
         f"{data['eval_episodes']} test instances per task; greedy success, mean over all tasks "
         "(out of reach = 0)"
@@ -167,7 +191,8 @@ def _suite_row(results: Path) -> str | None:
         f"human {cols['Human']['mean_all']:.3f} "
         "([docs/reach.md](docs/reach.md#full-suite-benchmark))"
     )
-    return f"| MiniWoB++ full suite | {setting} | {cells} | `{name}` |"
+    label = "MiniWoB++ full suite (pretrained)" if pretrained else "MiniWoB++ full suite"
+    return f"| {label} | {setting} | {cells} | `{name}` |"
 
 
 def table(results: Path = RESULTS) -> str:
@@ -179,7 +204,16 @@ def table(results: Path = RESULTS) -> str:
         "|---|---|---|---|",
         *_learning_rows(results),
         *_setup_rows(results, _LEARNING_DEV16),
-        *(r for r in (_ablation_row(results), _suite_row(results), _league_row(results)) if r),
+        *(
+            r
+            for r in (
+                _ablation_row(results),
+                _suite_row(results, _newest(results, _SUITE), pretrained=False),
+                _suite_row(results, _newest_pretrained_suite(results), pretrained=True),
+                _league_row(results),
+            )
+            if r
+        ),
         "| Pool throughput | 64 synthetic devices, heavy-tail latencies; env-steps/s | "
         f"{pool['vs_lockstep_heavy64']:.2f}x DigiRL-style lockstep, "
         f"{pool['vs_gymnasium_heavy64']:.2f}x gymnasium AsyncVectorEnv, "

@@ -89,13 +89,31 @@ def test_every_config_file_the_docs_name_exists() -> None:
 def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:
     results = _results(tmp_path, "miniwob-suite-????-??-??.json")
     script = _script()
-    assert "MiniWoB++ full suite" not in script.table(results)  # -4k / -reduced runs: no row
+    assert "| MiniWoB++ full suite |" not in script.table(results)  # -4k / -reduced: no row
     data = json.loads((results / "miniwob-suite-2026-11-23-4k.json").read_text())
     data["summary"]["suite_mean"], data["env_steps"] = 0.4321, 12345
     (results / "miniwob-suite-2099-01-01.json").write_text(json.dumps(data))
-    row = next(r for r in script.table(results).splitlines() if "MiniWoB++ full suite" in r)
+    row = next(r for r in script.table(results).splitlines() if "| MiniWoB++ full suite |" in r)
     assert "DigiRL 0.432 (9 tasks at human level)" in row and "12,345 env steps" in row
     assert "best pre-2022 0.646 (its 88 tasks)" in row and "miniwob-suite-2099-01-01.json" in row
+
+
+def test_the_pretrained_full_suite_row_reads_the_newest_run_from_a_saved_agent(tmp_path) -> None:
+    results = _results(tmp_path, "miniwob-suite-*.json")
+    script = _script()
+    label = "| MiniWoB++ full suite (pretrained) |"
+    data = json.loads((ROOT / "benchmarks/results/miniwob-suite-2026-11-23-4k.json").read_text())
+    data["summary"]["suite_mean"] = 0.4321
+    data["command"] = ["python", "benchmarks/miniwob_suite.py", "agent.init_from=/a/agent"]
+    (results / "miniwob-suite-2099-01-01-gated.json").write_text(json.dumps(data))
+    untrained = dict(data, command=[*data["command"], "--untrained"])
+    (results / "miniwob-suite-2099-02-01-start.json").write_text(json.dumps(untrained))
+    scratch = dict(data, command=["python", "benchmarks/miniwob_suite.py"])
+    (results / "miniwob-suite-2099-03-01-x.json").write_text(json.dumps(scratch))
+    table = script.table(results)
+    row = next(r for r in table.splitlines() if label in r)  # not the untrained or scratch runs
+    assert "DigiRL 0.432" in row and "miniwob-suite-2099-01-01-gated.json" in row
+    assert "| MiniWoB++ full suite |" not in table  # suffixed runs from scratch: no row
 
 
 def test_the_ablation_row_reads_the_newest_dev16_ablation(tmp_path) -> None:
