@@ -12,8 +12,10 @@ training seeds and per-task success, then the last two lines
     RESULT digirl=X filteredbc=X random=X env_steps=N setup=tuned suite=dev split=test
 
 (greedy success, mean over seeds). Interrupted, it resumes: finished runs of the same config
-and code (git commit + uncommitted diff) are reused; ``--allow-commit-change`` also reuses runs
-of other commits (each run's commit is in the report).
+and code (git commit + uncommitted diff) are reused, and the run it was in continues from its
+last checkpoint (every 5 iterations; SIGINT / SIGTERM write one before it stops);
+``--allow-commit-change`` also reuses runs of other commits (each run's commit is in the
+report).
 
     python benchmarks/learning.py --seeds 0 1 2 --budget 8000 --out runs/learning
     python benchmarks/learning.py --suite dev16 --out runs/learning
@@ -46,6 +48,7 @@ from devicerl.runtime.comparison import (
     START,
     SUITES,
     SYSTEMS,
+    RunStopped,
     compare,
     run_arguments,
 )
@@ -161,4 +164,7 @@ def save(args, reports: dict[str, dict], text: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RunStopped as e:  # the same command continues it
+        sys.exit(f"stopped: {e}")

@@ -112,8 +112,6 @@ HEADS: tuple[str, ...] = (
 #: init_from replaces; the grid cells that the heads add are gated, so that the grown agent
 #: first acts as the saved one (docs/agent-actions.md).
 GROWN: tuple[str, ...] = ("agent.path=null", "agent.small.cell_attention=gated")
-#: Checkpoints often enough that an interrupted run loses little.
-RUN_OPTIONS: tuple[str, ...] = ("checkpoint_every=5",)
 #: --quick: a tap, a pixel, a drag, a computed-text task and one out of reach.
 QUICK_TASKS: tuple[str, ...] = (
     "click-test", "click-color", "drag-item", "enter-text-2", "chase-circle",
@@ -419,7 +417,7 @@ def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: 
         budget=budget,
         eval_episodes=max(1, args.eval_episodes),
         split="test",
-        extra=[*HEADS, *RUN_OPTIONS, *(GROWN if grown else ()), *extra, *args.overrides],
+        extra=[*HEADS, *(GROWN if grown else ()), *extra, *args.overrides],
     )  # fmt: skip
 
 

@@ -36,7 +36,7 @@ SYNTHETIC = [
 
 
 @pytest.mark.slow
-def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
+def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path, capsys) -> None:
     kw = dict(
         systems=("random", "digirl"),
         budget=120,
@@ -73,6 +73,18 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path) -> None:
     again = compare(tmp_path, **kw)  # same configs and code: nothing runs again
     assert metrics.stat().st_mtime_ns == before
     assert again["runs"] == report["runs"]
+    plumbing = [*SYNTHETIC, "checkpoint_every=2", "keep_checkpoints=1"]
+    compare(tmp_path, **{**kw, "extra": plumbing})  # how a run is kept is not what it learns
+    assert metrics.stat().st_mtime_ns == before
+
+    for name in ("summary.json", "eval.json"):  # killed after its last checkpoint
+        (tmp_path / "digirl-s0" / name).unlink()
+    capsys.readouterr()
+    resumed = compare(tmp_path, **kw)  # the same command continues it, not from scratch
+    assert "continuing" in capsys.readouterr().out
+    assert resumed["runs"][1]["env_steps"] == trained["env_steps"]
+    assert (tmp_path / "digirl-s0" / "eval.json").exists()
+    before = metrics.stat().st_mtime_ns
 
     prov = tmp_path / "digirl-s0" / "provenance.json"
     record = json.loads(prov.read_text())

@@ -87,3 +87,17 @@ def test_actor_lr_falls_linearly_over_policy_versions() -> None:
     assert all(torch.equal(a, b) for a, b in zip(before, frozen.parameters()))
     with pytest.raises(ConfigError, match="lr_versions"):
         FilteredBC(SmallAgent(d_model=32), FilteredBCConfig(actor=ActorConfig(lr_final=-1)))
+
+
+def test_max_epochs_caps_the_updates_of_a_small_sample() -> None:
+    cfg = ActorConfig(updates=12, batch_size=64, max_epochs=1.0)
+    assert [cfg.updates_for(n) for n in (1, 64, 65, 408, 768, 5000)] == [1, 1, 2, 7, 12, 12]
+    assert ActorConfig(updates=12).updates_for(3) == 12  # off: always `updates`, as the paper
+    assert replace(cfg, grad_accum=2, max_epochs=0.5).updates_for(408) == 2
+    wins, _ = _data()
+    steps = sum(t.length for t in wins)
+    capped = replace(cfg, batch_size=8, lr=1e-3)
+    learner = FilteredBC(SmallAgent(d_model=32, seed=1), FilteredBCConfig(1.0, capped), seed=0)
+    metrics = learner.update(wins)
+    assert metrics["train/actor_samples"] == steps
+    assert metrics["train/actor_updates"] == learner.updates_done == -(-steps // 8) < 12

@@ -120,11 +120,11 @@ class Learner(ABC):
     def actor_step(
         self, samples: Sequence[Sample], data: Sequence[Trajectory] = ()
     ) -> dict[str, float]:
-        """``updates`` optimizer steps of weighted NLL on minibatches drawn from ``samples``
-        (less no-op steps with ``skip_noops``); with ``entropy_coef``, minus that times the
-        policy's entropy on as many states drawn from all steps of ``data`` (failed episodes
-        included: where nothing is imitated, the bonus keeps the policy from collapsing onto
-        what it learnt on other tasks)."""
+        """``updates`` optimizer steps (fewer with ``max_epochs``) of weighted NLL on minibatches
+        drawn from ``samples`` (less no-op steps with ``skip_noops``); with ``entropy_coef``,
+        minus that times the policy's entropy on as many states drawn from all steps of
+        ``data`` (failed episodes included: where nothing is imitated, the bonus keeps the
+        policy from collapsing onto what it learnt on other tasks)."""
         cfg = self.actor_config
         noops = 0
         if cfg.skip_noops:
@@ -140,9 +140,10 @@ class Learner(ABC):
         states = every_step(data) if beta > 0 else []
         use_entropy = bool(states)
         losses, norms, entropies = [], [], []
+        updates = cfg.updates_for(len(samples))
         self.actor.train()  # type: ignore[attr-defined]
         try:
-            for _ in range(cfg.updates):
+            for _ in range(updates):
                 self.actor_opt.zero_grad(set_to_none=True)
                 for _ in range(cfg.grad_accum):
                     batch = [draw() for _ in range(cfg.batch_size)]
@@ -162,10 +163,11 @@ class Learner(ABC):
                 self.actor_opt.step()
         finally:
             self.actor.eval()  # type: ignore[attr-defined]
-        self.updates_done += cfg.updates
+        self.updates_done += updates
         out = {
-            "train/actor_loss": sum(losses) / len(losses),
+            "train/actor_loss": sum(losses) / len(losses) if losses else math.nan,
             "train/actor_samples": float(len(samples)),
+            "train/actor_updates": float(updates),
             "train/actor_lr": lr,
         }
         if cfg.skip_noops:

@@ -6,6 +6,7 @@ live here; `devicerl.algos.base`, `digirl` and `filtered_bc` re-export them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -29,6 +30,15 @@ class ActorConfig:
     )
     weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay", "min": 0})
     updates: int = field(default=20, metadata={"help": "actor updates per iteration", "min": 0})
+    max_epochs: float = field(
+        default=0.0,
+        metadata={
+            "help": "addition: at most this many passes over the imitated steps per iteration "
+            "(fewer updates when few steps are imitated, so a small sample is not fitted over "
+            "and over; 0: always `updates`, as the paper)",
+            "min": 0,
+        },
+    )
     batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch", "min": 1})
     grad_accum: int = field(
         default=1, metadata={"help": "minibatches per optimizer step", "min": 1}
@@ -67,6 +77,14 @@ class ActorConfig:
             "many (off: uniform over steps, as the paper)"
         },
     )
+
+    def updates_for(self, samples: int) -> int:
+        """Actor updates this iteration for ``samples`` imitated steps: ``updates``, or fewer
+        with ``max_epochs`` (at least one while anything is imitated)."""
+        if self.max_epochs <= 0 or samples <= 0:
+            return self.updates
+        per_update = self.batch_size * self.grad_accum
+        return max(1, min(self.updates, math.ceil(self.max_epochs * samples / per_update)))
 
     def lr_at(self, version: int) -> float:
         """The actor's learning rate at policy version ``version``."""

@@ -56,8 +56,12 @@ SETUPS = ("paper", "tuned", "pretrained")
 SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
 #: Where the setups live: the repository's configs/ folder.
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-#: Benchmark plumbing, not part of a setup: no TensorBoard, no intermediate checkpoints.
-RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=1000000")
+#: Benchmark plumbing, not part of a setup: no TensorBoard; a checkpoint every 5 iterations, so
+#: an interrupted benchmark continues its unfinished runs (SIGINT / SIGTERM write one at once).
+RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=5")
+#: Options that change how a run is kept and watched, not what it learns: runs that differ only
+#: in these are the same run (for reuse and for continuing).
+PLUMBING = ("logging", "checkpoint_every", "keep_checkpoints")
 
 
 def run_arguments(
@@ -134,11 +138,11 @@ START_AGENT_FILE = "start_agent.json"
 
 
 def _relevant(cfg: TrainConfig) -> dict[str, Any]:
-    """The parts of a config that matter to its run (the other algorithm's options dropped)."""
+    """The parts of a config that matter to its run (the other algorithm's options and the
+    plumbing dropped)."""
     data = asdict(cfg)
-    for algo in ("digirl", "filtered_bc"):
-        if algo != cfg.algo:
-            data.pop(algo)
+    for key in (*PLUMBING, *(a for a in ("digirl", "filtered_bc") if a != cfg.algo)):
+        data.pop(key)
     return data
 
 
@@ -475,7 +479,8 @@ def compare(
     """Run every system with every seed of one setup; write ``comparison.json``,
     ``learning.png`` and ``report.md`` into `out`; return the report (``summary``, ``runs``,
     ``result``). With `reuse`, finished runs in `out` with the same relevant config and code
-    are read instead of re-run (an interrupted benchmark resumes where it stopped);
+    are read instead of re-run, and an interrupted one continues from its last checkpoint (an
+    interrupted benchmark resumes where it stopped; `RunStopped` when a signal stops it);
     `allow_commit_change` also reuses runs of other commits (recorded per run)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -489,7 +494,8 @@ def compare(
     for seed in seeds:
         for system in systems:
             print(f"== {setup} {system} seed {seed} (budget {budget} env steps)", flush=True)
-            r = run_one(system, seed, out, configs[system, seed], reuse, allow_commit_change)
+            cfg = configs[system, seed]
+            r = run_one(system, seed, out, cfg, reuse, allow_commit_change, resume=True)
             print(
                 f"== {setup} {system} seed {seed}: success {r.success:.3f} greedy, "
                 f"{r.success_sampled:.3f} sampled ({split}) in {r.wall_s:.0f} s",
