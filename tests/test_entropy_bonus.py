@@ -93,6 +93,7 @@ def test_max_epochs_caps_the_updates_of_a_small_sample() -> None:
     cfg = ActorConfig(updates=12, batch_size=64, max_epochs=1.0)
     assert [cfg.updates_for(n) for n in (1, 64, 65, 408, 768, 5000)] == [1, 1, 2, 7, 12, 12]
     assert ActorConfig(updates=12).updates_for(3) == 12  # off: always `updates`, as the paper
+    assert ActorConfig(updates=0, max_epochs=1.0).updates_for(100) == 0  # never more
     assert replace(cfg, grad_accum=2, max_epochs=0.5).updates_for(408) == 2
     wins, _ = _data()
     steps = sum(t.length for t in wins)

@@ -80,11 +80,11 @@ class ActorConfig:
 
     def updates_for(self, samples: int) -> int:
         """Actor updates this iteration for ``samples`` imitated steps: ``updates``, or fewer
-        with ``max_epochs`` (at least one while anything is imitated)."""
+        with ``max_epochs`` (at least one while anything is imitated and ``updates`` > 0)."""
         if self.max_epochs <= 0 or samples <= 0:
             return self.updates
         per_update = self.batch_size * self.grad_accum
-        return max(1, min(self.updates, math.ceil(self.max_epochs * samples / per_update)))
+        return min(self.updates, max(1, math.ceil(self.max_epochs * samples / per_update)))
 
     def lr_at(self, version: int) -> float:
         """The actor's learning rate at policy version ``version``."""
