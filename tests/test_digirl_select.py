@@ -114,6 +114,31 @@ def test_rehearsal_adds_each_tasks_best_successes_to_the_curriculum() -> None:
     assert stats["train/kept_trajectories"] == 1
 
 
+def test_rehearse_pick_random_draws_a_fresh_success_each_iteration() -> None:
+    # six successes of task t/c with one instruction (equal A_instr .2) and a failure of it;
+    # the curriculum keeps a alone (A .7): the highest-A_instr pick takes the oldest success of
+    # c every time, the random pick varies its draw among the successes, never the failure
+    def runs() -> list[Trajectory]:
+        out = [trajectory("c", [0.9, 0.7], success=True, max_steps=10) for _ in range(6)]
+        failure = trajectory("c", [0.9, 0.7], success=False, max_steps=10)
+        return [*out, failure, trajectory("a", [0.2, 0.6, 0.9], success=True, max_steps=10)]
+
+    def picks(rl: DigiRL, pool: list[Trajectory]) -> list[int]:
+        drawn = []
+        for _ in range(30):
+            samples, stats = rl.select(pool)
+            assert stats["train/kept_trajectories"] == 2  # a and one success of c
+            drawn.append(
+                next(pool.index(s.trajectory) for s in samples if s.trajectory.task == "t/c")
+            )
+        return drawn
+
+    pool = runs()
+    assert set(picks(learner(top_p=0.1, rehearse=1), pool)) == {0}
+    drawn = picks(learner(top_p=0.1, rehearse=1, rehearse_pick="random"), pool)
+    assert len(set(drawn)) >= 4 and 6 not in drawn
+
+
 def test_rehearse_whole_imitates_every_step_of_the_rehearsed_successes() -> None:
     # rehearse_whole: c's first step (A .4 < 1/2) is kept as a rehearsed success; the failure b,
     # which the curriculum alone keeps, still goes through the step filter (its step 1 alone)

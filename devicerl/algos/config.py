@@ -169,6 +169,14 @@ class DigiRLConfig:
             "min": 0,
         },
     )
+    rehearse_pick: Literal["advantage", "random"] = field(
+        default="advantage",
+        metadata={
+            "help": "addition: which successes rehearse adds: 'advantage' the highest A_instr "
+            "(ties: the oldest, so the same few every iteration), 'random' a fresh uniform draw "
+            "among the task's successes each iteration"
+        },
+    )
     rehearse_whole: bool = field(
         default=False,
         metadata={

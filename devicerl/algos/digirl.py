@@ -17,7 +17,8 @@ filter; ``critics=false`` trains no critic and keeps the top-p trajectories by r
 their steps (Filtered BC). ``critic_warmup`` iterations train only the critics first (the
 offline and off-to-online configs use it, as the reference does). ``rehearse`` = N > 0 (an
 addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
-successes with the highest A_instr, so a solved task keeps being imitated; with
+successes with the highest A_instr (``rehearse_pick=random``: a fresh uniform draw of them each
+iteration), so a solved task keeps being imitated; with
 ``rehearse_whole`` (an addition, off by default) every step of them, past the step filter.
 ``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
 (``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
@@ -216,7 +217,10 @@ class DigiRL(Learner):
         if cfg.curriculum:
             mask = curriculum_mask(a_instr, cfg.top_p)
             if cfg.rehearse:
-                rehearsed = rehearsal_mask([t.task for t in pool], final, a_instr, cfg.rehearse)
+                scores = a_instr
+                if cfg.rehearse_pick == "random":
+                    scores = torch.tensor([self.rng.random() for _ in pool])
+                rehearsed = rehearsal_mask([t.task for t in pool], final, scores, cfg.rehearse)
                 mask |= rehearsed
                 if cfg.rehearse_whole:
                     whole = rehearsed
