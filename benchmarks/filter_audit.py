@@ -13,6 +13,10 @@ Loads a DigiRL run's newest checkpoint (its critics) and the trajectories of the
 - ``value_spread``: how far the step critic's values spread within a success (max - min).
   Near 0, A_step of a success is lam^(H-h) alone and the filter keeps by position: the last
   steps of every success, never the first ones of a long success.
+- ``rehearsed_instructions``: how many distinct instructions the task's ``rehearse``
+  highest-A_instr successes hold (``rehearse_pick: advantage``; 0 without ``rehearse``). The
+  instruction critic ties the successes of one instruction and ties fall to replay order, so 1
+  means the same oldest successes of a single instruction every iteration.
 
     python benchmarks/filter_audit.py RUN [RUN ...] --out results/filter-audit.json
 """
@@ -25,8 +29,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from devicerl.algos.base import usable
 from devicerl.algos.digirl import DigiRL
+from devicerl.algos.formulas import rehearsal_mask
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import Trajectory
@@ -43,6 +50,7 @@ COLUMNS = (
     "steps_dropped",
     "first_step_dropped",
     "value_spread",
+    "rehearsed_instructions",
 )
 
 
@@ -70,6 +78,14 @@ def audit_trajectories(
     samples, _ = learner.select(data)
     curriculum = {id(s.trajectory) for s in samples}
     v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
+    final = torch.tensor([1.0 if t.success else 0.0 for t in data])
+    by_advantage = rehearsal_mask(
+        [t.task for t in data], final, final - torch.tensor(v_instr), learner.config.rehearse
+    )
+    rehearsed: dict[str, set[str]] = defaultdict(set)
+    for t, k in zip(data, by_advantage.tolist()):
+        if k and learner.config.rehearse:
+            rehearsed[t.task.split("/")[-1]].add(t.instruction)
     rows: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COLUMNS, 0.0))
     for t, vi in zip(data, v_instr):
         row = rows[t.task.split("/")[-1]]
@@ -96,6 +112,7 @@ def audit_trajectories(
                 "steps_dropped": row["steps_dropped"] / steps,
                 "first_step_dropped": row["first_step_dropped"] / wins,
                 "value_spread": row["value_spread"] / wins,
+                "rehearsed_instructions": len(rehearsed[task]),
             }
     return out
 

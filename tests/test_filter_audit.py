@@ -31,22 +31,33 @@ def test_the_curriculum_and_a_flat_critic_by_hand() -> None:
     # e, flat: A_step = lam^(H-h) = 1/32 1/16 1/8 1/4 1/2 1 against 1/horizon = 0.1
     e = dict(trajectories=1, success_rate=1, v_instr=0.5, in_curriculum=0, mean_length=6)
     assert out["e"] == pytest.approx(
-        e | dict(steps_dropped=2 / 6, first_step_dropped=1, value_spread=0)
+        e
+        | dict(steps_dropped=2 / 6, first_step_dropped=1, value_spread=0, rehearsed_instructions=0)
     )
     # a, rising: A_1 = 1/32 + (31/32) 0.2 = 0.225, every later A larger: all kept
     a = dict(trajectories=1, success_rate=1, v_instr=0.3, in_curriculum=1, mean_length=6)
     assert out["a"] == pytest.approx(
-        a | dict(steps_dropped=0, first_step_dropped=0, value_spread=0.85)
+        a | dict(steps_dropped=0, first_step_dropped=0, value_spread=0.85, rehearsed_instructions=0)
     )
     assert out["b"] == pytest.approx(dict(trajectories=1, success_rate=0, v_instr=0.1))
     text = fa.table({"r": out})
-    assert "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 |" in text
-    assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - |" in text
+    assert "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 | 0.000 |" in text
+    assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - | - |" in text
     # rehearsal brings e's success into the curriculum; a demonstration keeps every step
     demo = runs()
     demo[0].extras["demonstration"] = "scripted"
     out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, keep_demonstration_steps=True), demo)
     assert out["e"]["in_curriculum"] == 1 and out["e"]["steps_dropped"] == 0
+
+
+def test_rehearsed_instructions_count_what_the_highest_advantage_pick_repeats() -> None:
+    # three successes of task t/e, instructions e, e, f, all V_instr .5 (tied): the pick of 2
+    # takes the first two in replay order, one instruction; the pick of 3 holds both
+    data = [trajectory(name, [0.3] * 2, success=True, max_steps=10) for name in "eef"]
+    data[2].task = "t/e"
+    for rehearse, distinct in ((2, 1), (3, 2)):
+        out = fa.audit_trajectories(learner(top_p=0.3, rehearse=rehearse), data)
+        assert out["e"]["rehearsed_instructions"] == distinct
 
 
 def test_a_run_folder_is_audited_under_its_checkpoints_critics(tmp_path) -> None:
