@@ -84,7 +84,7 @@ def audit_trajectories(
     )
     rehearsed: dict[str, set[str]] = defaultdict(set)
     for t, k in zip(data, by_advantage.tolist()):
-        if k and learner.config.rehearse:
+        if k:
             rehearsed[t.task.split("/")[-1]].add(t.instruction)
     rows: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COLUMNS, 0.0))
     for t, vi in zip(data, v_instr):
