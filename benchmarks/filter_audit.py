@@ -33,7 +33,7 @@ import torch
 
 from devicerl.algos.base import usable
 from devicerl.algos.digirl import DigiRL
-from devicerl.algos.formulas import rehearsal_mask
+from devicerl.algos.formulas import instruction_advantages, rehearsal_mask
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import Trajectory
@@ -79,9 +79,8 @@ def audit_trajectories(
     curriculum = {id(s.trajectory) for s in samples}
     v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
     final = torch.tensor([1.0 if t.success else 0.0 for t in data])
-    by_advantage = rehearsal_mask(
-        [t.task for t in data], final, final - torch.tensor(v_instr), learner.config.rehearse
-    )
+    a_instr = instruction_advantages(final, torch.tensor(v_instr))
+    by_advantage = rehearsal_mask([t.task for t in data], final, a_instr, learner.config.rehearse)
     rehearsed: dict[str, set[str]] = defaultdict(set)
     for t, k in zip(data, by_advantage.tolist()):
         if k:
