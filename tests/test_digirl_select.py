@@ -139,6 +139,25 @@ def test_rehearse_pick_random_draws_a_fresh_success_each_iteration() -> None:
     assert len(set(drawn)) >= 4 and 6 not in drawn
 
 
+def test_rehearse_share_keeps_a_share_of_each_tasks_successes() -> None:
+    # eight successes of task t/c and one of t/a (the curriculum's top); share .5 adds 4 of c's
+    # successes (ceil(.5 * 8)) and a's one success; rehearse=1 alone adds one of c's
+    def runs() -> list[Trajectory]:
+        out = [trajectory("c", [0.9, 0.7], success=True, max_steps=10) for _ in range(8)]
+        return [*out, trajectory("a", [0.2, 0.6, 0.9], success=True, max_steps=10)]
+
+    def rehearsed_of_c(rl: DigiRL) -> int:
+        samples, _ = rl.select(runs())
+        return len({id(s.trajectory) for s in samples if s.trajectory.task == "t/c"})
+
+    assert rehearsed_of_c(learner(top_p=0.1, rehearse=1, rehearse_whole=True)) == 1
+    assert rehearsed_of_c(learner(top_p=0.1, rehearse_share=0.5, rehearse_whole=True)) == 4
+    assert (
+        rehearsed_of_c(learner(top_p=0.1, rehearse=6, rehearse_share=0.5, rehearse_whole=True)) == 6
+    )
+    assert rehearsed_of_c(learner(top_p=0.1, rehearse_share=0.3, rehearse_whole=True)) == 3
+
+
 def test_rehearse_whole_imitates_every_step_of_the_rehearsed_successes() -> None:
     # rehearse_whole: c's first step (A .4 < 1/2) is kept as a rehearsed success; the failure b,
     # which the curriculum alone keeps, still goes through the step filter (its step 1 alone)

@@ -169,6 +169,16 @@ class DigiRLConfig:
             "min": 0,
         },
     )
+    rehearse_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "addition: per task, at least this share of its successes in the sample "
+            "(rounded up) joins the curriculum as rehearse does, so every instruction of a "
+            "solved task stays in view, not a fixed count of them (0: only `rehearse`)",
+            "min": 0,
+            "max": 1,
+        },
+    )
     rehearse_pick: Literal["advantage", "random"] = field(
         default="advantage",
         metadata={

@@ -18,7 +18,8 @@ their steps (Filtered BC). ``critic_warmup`` iterations train only the critics f
 offline and off-to-online configs use it, as the reference does). ``rehearse`` = N > 0 (an
 addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
 successes with the highest A_instr (``rehearse_pick=random``: a fresh uniform draw of them each
-iteration), so a solved task keeps being imitated; with
+iteration), so a solved task keeps being imitated (``rehearse_share`` = f: at least a share f
+of each task's successes, so a task with many instructions keeps them all in view); with
 ``rehearse_whole`` (an addition, off by default) every step of them, past the step filter.
 ``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
 (``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
@@ -216,11 +217,13 @@ class DigiRL(Learner):
         whole = torch.zeros(len(pool), dtype=torch.bool)  # rehearsed, past the step filter
         if cfg.curriculum:
             mask = curriculum_mask(a_instr, cfg.top_p)
-            if cfg.rehearse:
+            if cfg.rehearse or cfg.rehearse_share:
                 scores = a_instr
                 if cfg.rehearse_pick == "random":
                     scores = torch.tensor([self.rng.random() for _ in pool])
-                rehearsed = rehearsal_mask([t.task for t in pool], final, scores, cfg.rehearse)
+                rehearsed = rehearsal_mask(
+                    [t.task for t in pool], final, scores, cfg.rehearse, cfg.rehearse_share
+                )
                 mask |= rehearsed
                 if cfg.rehearse_whole:
                     whole = rehearsed

@@ -74,11 +74,16 @@ def curriculum_mask(instr_advantages: torch.Tensor, top_p: float) -> torch.Tenso
 
 
 def rehearsal_mask(
-    tasks: Sequence[str], successes: torch.Tensor, scores: torch.Tensor, per_task: int
+    tasks: Sequence[str],
+    successes: torch.Tensor,
+    scores: torch.Tensor,
+    per_task: int,
+    share: float = 0.0,
 ) -> torch.Tensor:
-    """For each task, its ``per_task`` successful trajectories with the highest ``scores``
-    (an addition to the curriculum: a solved task, whose successes have A_instr near 0, is
-    otherwise left out of every update and forgotten)."""
+    """For each task, its ``per_task`` successful trajectories with the highest ``scores``, or
+    ``ceil(share * n)`` of its ``n`` successes when that is more (an addition to the
+    curriculum: a solved task, whose successes have A_instr near 0, is otherwise left out of
+    every update and forgotten)."""
     mask = torch.zeros(len(tasks), dtype=torch.bool)
     by_task: dict[str, list[int]] = {}
     for i, (task, ok) in enumerate(zip(tasks, successes.tolist())):
@@ -86,7 +91,7 @@ def rehearsal_mask(
             by_task.setdefault(task, []).append(i)
     for rows in by_task.values():
         rows.sort(key=lambda i: -float(scores[i]))
-        mask[rows[:per_task]] = True
+        mask[rows[: max(per_task, math.ceil(share * len(rows)))]] = True
     return mask
 
 
