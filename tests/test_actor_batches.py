@@ -9,7 +9,7 @@ import torch
 
 from devicerl.actions import Action
 from devicerl.agents.small import SmallAgent
-from devicerl.algos.base import ActorConfig
+from devicerl.algos.base import ActorConfig, Sample
 from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
 
@@ -46,3 +46,17 @@ def test_balance_tasks_gives_a_rare_task_half_of_each_minibatch(balance: bool) -
         assert 0.4 < share < 0.6, share
     else:
         assert share < 0.07, share
+
+
+def test_sample_weights_set_how_often_a_minibatch_draws_a_step() -> None:
+    # 30 steps of weight 1/3 and 10 of weight 1: each group holds half of the draws
+    wins = [_win("common") for _ in range(30)] + [_win("rare") for _ in range(10)]
+    agent = CountingAgent()
+    learner = FilteredBC(agent, FilteredBCConfig(top_p=1.0), seed=0)
+    samples = [Sample(t, 0, 1 / 3 if t.task == "common" else 1.0) for t in wins]
+    draw = learner._sampler(samples)
+    rare = sum(draw().trajectory.task == "rare" for _ in range(4000)) / 4000
+    assert 0.45 < rare < 0.55, rare
+    uniform = learner._sampler([Sample(t, 0) for t in wins])
+    rare = sum(uniform().trajectory.task == "rare" for _ in range(4000)) / 4000
+    assert 0.2 < rare < 0.3, rare

@@ -158,6 +158,23 @@ def test_rehearse_share_keeps_a_share_of_each_tasks_successes() -> None:
     assert rehearsed_of_c(learner(top_p=0.1, rehearse_share=0.3, rehearse_whole=True)) == 3
 
 
+def test_rehearse_weight_lowers_only_the_successes_rehearsal_alone_adds() -> None:
+    # top-p 0.25 keeps a; rehearse=1 adds c and d, whose steps carry the rehearse weight
+    samples, _ = learner(top_p=0.25, rehearse=1, rehearse_weight=0.2).select(data())
+    weights = {(s.trajectory.instruction, s.index): s.weight for s in samples}
+    assert weights == {
+        ("a", 0): 1,
+        ("a", 1): 1,
+        ("a", 2): 1,
+        ("c", 1): 0.2,
+        ("d", 0): 0.2,
+        ("d", 1): 0.2,
+    }
+    # a success the curriculum keeps itself is never down-weighted
+    samples, _ = learner(top_p=1.0, rehearse=1, rehearse_weight=0.2).select(data())
+    assert {s.weight for s in samples} == {1.0}
+
+
 def test_rehearse_whole_imitates_every_step_of_the_rehearsed_successes() -> None:
     # rehearse_whole: c's first step (A .4 < 1/2) is kept as a rehearsed success; the failure b,
     # which the curriculum alone keeps, still goes through the step filter (its step 1 alone)

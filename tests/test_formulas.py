@@ -14,7 +14,6 @@ from devicerl.algos.formulas import (
     two_head_bce,
     two_head_value,
     value_bce,
-    weighted_nll,
 )
 
 T = torch.tensor
@@ -84,12 +83,3 @@ def test_value_losses() -> None:
     loss = two_head_bce(two, T([1.0, 0.0]))
     manual = value_bce(two.reshape(-1), T([1.0, 1.0, 0.0, 0.0]))
     assert loss.item() == pytest.approx(manual.item(), rel=1e-6)
-
-
-def test_weighted_nll_and_gradients() -> None:
-    lp = T([-1.0, -2.0, -3.0], requires_grad=True)
-    loss = weighted_nll(lp, T([1.0, 0.0, 1.0]))
-    assert loss.item() == pytest.approx(2.0)
-    loss.backward()
-    assert lp.grad.tolist() == [-0.5, 0.0, -0.5]
-    assert weighted_nll(lp, torch.zeros(3)).item() == 0.0

@@ -7,6 +7,7 @@ dataset or online beside an asynchronous collector.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from abc import ABC, abstractmethod
@@ -19,7 +20,7 @@ from torch import nn
 
 from devicerl.agents.base import Policy, require_trainable
 from devicerl.algos.config import ActorConfig as ActorConfig  # re-export
-from devicerl.algos.formulas import filtered_bc_mask, weighted_nll
+from devicerl.algos.formulas import filtered_bc_mask
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Trajectory
 
@@ -42,7 +43,9 @@ class GradSync:
 
 @dataclass
 class Sample:
-    """One (observation, action) pair the actor learns to reproduce, with its weight."""
+    """One (observation, action) pair the actor learns to reproduce, with its weight: how
+    often a minibatch draws it relative to the other samples (each drawn sample counts alike
+    in the loss)."""
 
     trajectory: Trajectory
     index: int
@@ -179,14 +182,22 @@ class Learner(ABC):
         return out
 
     def _sampler(self, samples: Sequence[Sample]) -> Callable[[], Sample]:
-        """Draws one imitated step: uniformly, or with ``balance_tasks`` a task first."""
+        """Draws one imitated step in proportion to its weight (uniformly when the weights are
+        equal), with ``balance_tasks`` from a task drawn uniformly first."""
         if not self.actor_config.balance_tasks:
-            return lambda: self.rng.choice(samples)
+            return self._draw(list(samples))
         by_task: dict[str, list[Sample]] = {}
         for s in samples:
             by_task.setdefault(s.trajectory.task, []).append(s)
-        groups = list(by_task.values())
-        return lambda: self.rng.choice(self.rng.choice(groups))
+        draws = [self._draw(group) for group in by_task.values()]
+        return lambda: self.rng.choice(draws)()
+
+    def _draw(self, group: list[Sample]) -> Callable[[], Sample]:
+        weights = [s.weight for s in group]
+        if min(weights) == max(weights):
+            return lambda: self.rng.choice(group)
+        cumulative = list(itertools.accumulate(weights))
+        return lambda: self.rng.choices(group, cum_weights=cumulative)[0]
 
     def _observations(self, batch: Sequence[Sample]) -> list[Observation]:
         if self.actor.uses_history:  # the input the actor saw when it acted
@@ -198,8 +209,7 @@ class Learner(ABC):
         log_probs = self.actor.log_prob(
             self._observations(batch), [st.action for st in steps], [st.text for st in steps]
         )
-        weights = torch.tensor([s.weight for s in batch], device=log_probs.device)
-        return weighted_nll(log_probs, weights)
+        return -log_probs.mean()
 
     def state_dict(self) -> dict[str, Any]:
         return {"updates_done": self.updates_done, "rng": list(self.rng.getstate()[1])}

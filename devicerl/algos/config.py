@@ -179,6 +179,15 @@ class DigiRLConfig:
             "max": 1,
         },
     )
+    rehearse_weight: float = field(
+        default=1.0,
+        metadata={
+            "help": "addition: how often a minibatch draws a step of a success that only "
+            "rehearsal added, relative to a step the curriculum picked (1: alike)",
+            "gt": 0,
+            "max": 1,
+        },
+    )
     rehearse_pick: Literal["advantage", "random"] = field(
         default="advantage",
         metadata={

@@ -19,8 +19,10 @@ offline and off-to-online configs use it, as the reference does). ``rehearse`` =
 addition, off by default) adds to the curriculum, per task in the ranked trajectories, its N
 successes with the highest A_instr (``rehearse_pick=random``: a fresh uniform draw of them each
 iteration), so a solved task keeps being imitated (``rehearse_share`` = f: at least a share f
-of each task's successes, so a task with many instructions keeps them all in view); with
-``rehearse_whole`` (an addition, off by default) every step of them, past the step filter.
+of each task's successes, so a task with many instructions keeps them all in view;
+``rehearse_weight`` = w: a minibatch draws a success the curriculum did not pick itself w times
+as often as a picked step, so a large rehearsal does not crowd out what the curriculum chose);
+with ``rehearse_whole`` (an addition, off by default) every step of them, past the step filter.
 ``keep_demonstration_steps`` (an addition, off by default) lets every step of a demonstration
 (``extras["demonstration"]``) past the step filter: a step critic that cannot tell a
 demonstration's states apart gives A_step = lam^(H-h), which drops the first steps of every
@@ -215,6 +217,7 @@ class DigiRL(Learner):
         a_instr = instruction_advantages(final, v_instr)
         mask = torch.ones(len(pool), dtype=torch.bool)
         whole = torch.zeros(len(pool), dtype=torch.bool)  # rehearsed, past the step filter
+        only_rehearsed = torch.zeros(len(pool), dtype=torch.bool)  # not the curriculum's pick
         if cfg.curriculum:
             mask = curriculum_mask(a_instr, cfg.top_p)
             if cfg.rehearse or cfg.rehearse_share:
@@ -224,24 +227,26 @@ class DigiRL(Learner):
                 rehearsed = rehearsal_mask(
                     [t.task for t in pool], final, scores, cfg.rehearse, cfg.rehearse_share
                 )
+                only_rehearsed = rehearsed & ~mask
                 mask |= rehearsed
                 if cfg.rehearse_whole:
                     whole = rehearsed
-        kept_traj = [t for t, k in zip(pool, mask.tolist()) if k]
-        kept_whole = [w for w, k in zip(whole.tolist(), mask.tolist()) if k]
+        weight = [cfg.rehearse_weight if r else 1.0 for r in only_rehearsed.tolist()]
+        kept = [(t, w, x) for t, w, x, k in zip(pool, whole.tolist(), weight, mask.tolist()) if k]
+        kept_traj = [t for t, _, _ in kept]
         samples: list[Sample] = []
         all_adv, spreads = [], []
         if kept_traj:
             values = self.step_critic.values([s.observation for t in kept_traj for s in t.steps])
             offset = 0
-            for t, w in zip(kept_traj, kept_whole):
+            for t, w, x in kept:
                 v = values[offset : offset + t.length]
                 offset += t.length
                 spreads.append(float(v.max() - v.min()))
                 adv = self.step_advantages(t, v)
                 all_adv.append(adv)
                 keep = self.step_mask(t, adv, whole=w)
-                samples.extend(Sample(t, i) for i in range(t.length) if keep[i])
+                samples.extend(Sample(t, i, x) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
         stats = self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
         if spreads:

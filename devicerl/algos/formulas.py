@@ -118,11 +118,3 @@ def two_head_bce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def two_head_value(logits: torch.Tensor) -> torch.Tensor:
     """The step value: the minimum of the two heads' success probabilities."""
     return torch.sigmoid(logits).min(dim=-1).values
-
-
-def weighted_nll(log_probs: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Actor loss: negative log-likelihood of the kept actions (weights 0/1 or soft)."""
-    total = weights.sum()
-    if float(total) == 0.0:
-        return log_probs.sum() * 0.0
-    return -(log_probs * weights).sum() / total
