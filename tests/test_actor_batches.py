@@ -60,3 +60,55 @@ def test_sample_weights_set_how_often_a_minibatch_draws_a_step() -> None:
     uniform = learner._sampler([Sample(t, 0) for t in wins])
     rare = sum(uniform().trajectory.task == "rare" for _ in range(4000)) / 4000
     assert 0.2 < rare < 0.3, rare
+
+
+class FloorRecordingAgent(SmallAgent):
+    """A small agent that records the ``floor`` each log-prob call asks for."""
+
+    def __init__(self) -> None:
+        super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
+        self.floors: list[bool] = []
+
+    def log_prob(self, observations, actions, texts=None, *, floor: bool = True) -> torch.Tensor:
+        self.floors.append(floor)
+        return super().log_prob(observations, actions, texts, floor=floor)
+
+
+def _page(instruction: str) -> Observation:
+    words = ("amber", "plum", "teal")
+    boxes = [
+        UIElement(w, "button", w, bbox=(35.0 * i, 0.0, 35.0 * i + 30, 20.0))
+        for i, w in enumerate(words)
+    ]
+    return Observation(instruction, (100, 100), elements=boxes)
+
+
+@pytest.mark.parametrize("loss_floor", [True, False])
+def test_loss_floor_sets_which_distribution_the_actor_fits(loss_floor: bool) -> None:
+    agent = FloorRecordingAgent()
+    actor = ActorConfig(updates=2, batch_size=4, loss_floor=loss_floor)
+    FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=actor), seed=0).update([_win("a")])
+    assert agent.floors and set(agent.floors) == {loss_floor}
+
+
+def test_without_the_floor_an_action_the_network_rejects_keeps_its_gradient() -> None:
+    # the network learns to tap "amber"; imitating a tap on "plum" then has almost no gradient
+    # through the floored log-prob (log(floor / 3) whatever the network), but a full one without
+    agent = SmallAgent(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
+    assert agent.config.explore > 0
+    obs = _page("Tap amber")
+    amber, plum = (Action.tap(*(c / 100 for c in e.center)) for e in obs.elements[:2])
+    win = Trajectory("t", obs.instruction, steps=[Step(obs, amber)])
+    win.steps[0].reward, win.steps[0].terminated = 1.0, True
+    win.final_observation = obs
+    actor = ActorConfig(lr=1e-2, updates=60, batch_size=4)
+    FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=actor), seed=0).update(
+        [win.end(EndReason.SUCCESS)]
+    )
+    assert agent.log_prob([obs], [plum], floor=False).exp().item() < 1e-3
+    norms = {}
+    for floor in (True, False):
+        agent.module.zero_grad()
+        (-agent.log_prob([obs], [plum], floor=floor).sum()).backward()
+        norms[floor] = sum(float(p.grad.norm()) for p in agent.parameters() if p.grad is not None)
+    assert norms[False] > 20 * norms[True], norms

@@ -270,8 +270,11 @@ class AutoUIAgent(TorchPolicy):
         observations: Sequence[Observation],
         actions: Sequence[Action],
         texts: Sequence[str | None] | None = None,
+        *,
+        floor: bool = True,
     ) -> torch.Tensor:
-        """Teacher-forced log-probs (summed over tokens) of the actions' texts; differentiable."""
+        """Teacher-forced log-probs (summed over tokens) of the actions' texts; differentiable
+        (no exploration floor: ``floor`` changes nothing)."""
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)

@@ -55,11 +55,16 @@ class Policy(ABC):
         observations: Sequence[Observation],
         actions: Sequence[Action],
         texts: Sequence[str | None] | None = None,
+        *,
+        floor: bool = True,
     ) -> torch.Tensor:
         """Log-probabilities of ``actions`` (a differentiable 1-D tensor).
 
         ``texts`` are the generated texts recorded with the actions (`Step.text`); text-generating
-        agents score those exact texts when given, else the actions' canonical text.
+        agents score those exact texts when given, else the actions' canonical text. With
+        ``floor=False``, an agent that mixes a uniform exploration floor into its choices when it
+        acts scores the actions under its network's own distribution, without the floor (agents
+        without one ignore it).
         """
         raise NotImplementedError(not_trainable_message(self))
 

@@ -378,15 +378,19 @@ class SmallAgent(TorchPolicy):
         observations: Sequence[Observation],
         actions: Sequence[Action],
         texts: Sequence[str | None] | None = None,
+        *,
+        floor: bool = True,
     ) -> torch.Tensor:
-        """Differentiable log-probs of ``actions`` (``texts`` is ignored: nothing is generated)."""
+        """Differentiable log-probs of ``actions`` (``texts`` is ignored: nothing is generated);
+        ``floor=False``: under the network's own distribution, without the exploration floor."""
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
         batch = self.featurize(observations)
         # the level the collector asked for when acting, when the observation carries it
         # (`Trajectory.acting_observation`), so recorded and recomputed log-probs agree
-        lp = self.head_log_probs(batch, self._explore_levels(observations))
+        explore = self._explore_levels(observations) if floor else 0.0
+        lp = self.head_log_probs(batch, explore)
         targets = [self.action_target(m, a) for m, a in zip(batch.meta, actions)]
         return self._score(lp, targets, batch.meta)
 

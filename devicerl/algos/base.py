@@ -206,9 +206,10 @@ class Learner(ABC):
 
     def _nll(self, batch: Sequence[Sample]) -> torch.Tensor:
         steps = [s.trajectory.steps[s.index] for s in batch]
-        log_probs = self.actor.log_prob(
-            self._observations(batch), [st.action for st in steps], [st.text for st in steps]
-        )
+        # only when asked, so a Policy written before the keyword keeps working
+        floor = {} if self.actor_config.loss_floor else {"floor": False}
+        actions, texts = [st.action for st in steps], [st.text for st in steps]
+        log_probs = self.actor.log_prob(self._observations(batch), actions, texts, **floor)
         return -log_probs.mean()
 
     def state_dict(self) -> dict[str, Any]:

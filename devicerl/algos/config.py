@@ -77,6 +77,15 @@ class ActorConfig:
             "many (off: uniform over steps, as the paper)"
         },
     )
+    loss_floor: bool = field(
+        default=True,
+        metadata={
+            "help": "score imitated actions with the agent's exploration floor mixed in, as it "
+            "acts (the paper's agent has none); false (an addition): under its network's own "
+            "distribution, so an action the network gives ~0 still gets a gradient (with the "
+            "floor its log-prob stays near log(floor / n), where the gradient vanishes)"
+        },
+    )
 
     def updates_for(self, samples: int) -> int:
         """Actor updates this iteration for ``samples`` imitated steps: ``updates``, or fewer

@@ -63,12 +63,12 @@ class Frozen(Policy):
     def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
         return self.inner.act(observations, greedy)
 
-    def log_prob(self, observations, actions, texts=None):  # type: ignore[no-untyped-def]
+    def log_prob(self, observations, actions, texts=None, **kwargs):  # type: ignore[no-untyped-def]
         """Teachers' log-probs (no gradient reaches the frozen weights)."""
         import torch
 
         with torch.no_grad():
-            return self.inner.log_prob(observations, actions, texts)
+            return self.inner.log_prob(observations, actions, texts, **kwargs)
 
     def get_weights(self) -> dict[str, Any]:
         return self.inner.get_weights()
