@@ -1,5 +1,6 @@
 """How the actor's minibatches are drawn from the imitated steps: uniformly over steps (the
-paper), or with ``balance_tasks`` a task first, then one of its steps."""
+paper), or with ``balance_tasks`` a task first, then one of its steps; and which distribution
+the loss scores them under (``loss_floor``)."""
 
 from collections import Counter
 from collections.abc import Sequence
