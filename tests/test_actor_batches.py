@@ -16,14 +16,17 @@ from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
 
 
 class CountingAgent(SmallAgent):
-    """A small agent that counts, per instruction, the observations it learns from."""
+    """A small agent that counts, per instruction, the observations it learns from, and
+    records the ``floor`` each log-prob call asks for."""
 
     def __init__(self) -> None:
         super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
         self.seen: Counter[str] = Counter()
+        self.floors: list[bool] = []
 
     def log_prob(self, observations: Sequence[Observation], *args, **kwargs) -> torch.Tensor:
         self.seen.update(o.instruction for o in observations)
+        self.floors.append(kwargs.get("floor", True))
         return super().log_prob(observations, *args, **kwargs)
 
 
@@ -63,18 +66,6 @@ def test_sample_weights_set_how_often_a_minibatch_draws_a_step() -> None:
     assert 0.2 < rare < 0.3, rare
 
 
-class FloorRecordingAgent(SmallAgent):
-    """A small agent that records the ``floor`` each log-prob call asks for."""
-
-    def __init__(self) -> None:
-        super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
-        self.floors: list[bool] = []
-
-    def log_prob(self, observations, actions, texts=None, *, floor: bool = True) -> torch.Tensor:
-        self.floors.append(floor)
-        return super().log_prob(observations, actions, texts, floor=floor)
-
-
 def _page(instruction: str) -> Observation:
     words = ("amber", "plum", "teal")
     boxes = [
@@ -86,7 +77,7 @@ def _page(instruction: str) -> Observation:
 
 @pytest.mark.parametrize("loss_floor", [True, False])
 def test_loss_floor_sets_which_distribution_the_actor_fits(loss_floor: bool) -> None:
-    agent = FloorRecordingAgent()
+    agent = CountingAgent()
     actor = ActorConfig(updates=2, batch_size=4, loss_floor=loss_floor)
     FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=actor), seed=0).update([_win("a")])
     assert agent.floors and set(agent.floors) == {loss_floor}
