@@ -277,6 +277,38 @@ class Trajectory:
         after = self.final_observation if after is None else after
         return after is not None and step.observation.same_screen(after)
 
+    def without_loops(self) -> Trajectory:
+        """This episode with its detours cut out: whenever a step's screen is one an earlier
+        kept step showed (`Observation.same_screen`), the steps from that earlier one up to
+        this one are dropped, as they led back to where they started. What is left is a path
+        the device can take (each kept step's screen is the one the previous kept action led
+        to) whose screens are all different; the last step always stays, and a step with a
+        reward is never cut (nor anything before it). ``extras["loop_steps_dropped"]`` counts
+        the cut steps. Returns this trajectory itself when nothing is cut; the result is
+        cached (learners ask again every iteration)."""
+        hit = self.__dict__.get("_without_loops")
+        if hit is not None and hit[0] == len(self.steps):
+            return hit[1]
+        kept: list[int] = []
+        start = 0  # kept[:start] ends with a rewarded step: no loop reaches before it
+        for i, step in enumerate(self.steps):
+            for k in range(start, len(kept)):
+                if self.steps[kept[k]].observation.same_screen(step.observation):
+                    del kept[k:]
+                    break
+            kept.append(i)
+            if step.reward:
+                start = len(kept)
+        out = self
+        if len(kept) < len(self.steps):
+            out = replace(
+                self,
+                steps=[self.steps[i] for i in kept],
+                extras={**self.extras, "loop_steps_dropped": len(self.steps) - len(kept)},
+            )
+        self.__dict__["_without_loops"] = (len(self.steps), out)
+        return out
+
     @property
     def policy_version(self) -> int:
         """The oldest policy version that acted in this episode (0 when it has no steps)."""

@@ -119,6 +119,18 @@ class Learner(ABC):
     def optimizers(self) -> dict[str, torch.optim.Optimizer]:
         return {"actor": self.actor_opt}
 
+    def without_loops(
+        self, trajectories: Sequence[Trajectory]
+    ) -> tuple[list[Trajectory], dict[str, float]]:
+        """The selected episodes as the actor will imitate them: with ``drop_loops``, each
+        without its detours (`Trajectory.without_loops`), and the share of their steps cut."""
+        if not self.actor_config.drop_loops:
+            return list(trajectories), {}
+        out = [t.without_loops() for t in trajectories]
+        before = sum(t.length for t in trajectories)
+        cut = before - sum(t.length for t in out)
+        return out, {"train/loop_steps_dropped_frac": cut / before if before else math.nan}
+
     # -- the actor's regression ---------------------------------------------------------------
     def actor_step(
         self, samples: Sequence[Sample], data: Sequence[Trajectory] = ()

@@ -69,6 +69,15 @@ class ActorConfig:
             "went on): it cannot have helped (off: the paper keeps every filtered step)"
         },
     )
+    drop_loops: bool = field(
+        default=False,
+        metadata={
+            "help": "addition: imitate each selected episode without its detours, the steps "
+            "from a screen until the same screen came back (`Trajectory.without_loops`): an "
+            "action that ends where it started cannot have helped, and a greedy policy that "
+            "imitates it can repeat it forever (off: every step, as the paper)"
+        },
+    )
     balance_tasks: bool = field(
         default=False,
         metadata={

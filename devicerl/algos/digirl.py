@@ -210,9 +210,9 @@ class DigiRL(Learner):
             pool = self.rng.sample(pool, cfg.advantage_sample)
         final = torch.tensor([1.0 if t.success else 0.0 for t in pool])
         if not cfg.critics:  # Filtered BC: top-p by return, every step
-            kept_traj = top_p_by_return(pool, cfg.top_p)
+            kept_traj, loops = self.without_loops(top_p_by_return(pool, cfg.top_p))
             samples = every_step(kept_traj)
-            return samples, self._select_stats(pool, kept_traj, samples, None, None)
+            return samples, {**self._select_stats(pool, kept_traj, samples, None, None), **loops}
         v_instr = self.instr_critic.values([t.steps[0].observation for t in pool])
         a_instr = instruction_advantages(final, v_instr)
         mask = torch.ones(len(pool), dtype=torch.bool)
@@ -232,8 +232,9 @@ class DigiRL(Learner):
                 if cfg.rehearse_whole:
                     whole = rehearsed
         weight = [cfg.rehearse_weight if r else 1.0 for r in only_rehearsed.tolist()]
-        kept = [(t, w, x) for t, w, x, k in zip(pool, whole.tolist(), weight, mask.tolist()) if k]
-        kept_traj = [t for t, _, _ in kept]
+        picked = [(t, w, x) for t, w, x, k in zip(pool, whole.tolist(), weight, mask.tolist()) if k]
+        kept_traj, loops = self.without_loops([t for t, _, _ in picked])
+        kept = [(t, w, x) for t, (_, w, x) in zip(kept_traj, picked)]
         samples: list[Sample] = []
         all_adv, spreads = [], []
         if kept_traj:
@@ -248,7 +249,7 @@ class DigiRL(Learner):
                 keep = self.step_mask(t, adv, whole=w)
                 samples.extend(Sample(t, i, x) for i in range(t.length) if keep[i])
         adv_cat = torch.cat(all_adv) if all_adv else torch.zeros(0)
-        stats = self._select_stats(pool, kept_traj, samples, v_instr, adv_cat)
+        stats = {**self._select_stats(pool, kept_traj, samples, v_instr, adv_cat), **loops}
         if spreads:
             stats["train/step_value_spread"] = sum(spreads) / len(spreads)
         return samples, stats

@@ -25,9 +25,10 @@ class FilteredBC(Learner):
         self.config = config
 
     def select(self, data: Sequence[Trajectory]) -> tuple[list[Sample], dict[str, float]]:
-        """Every step of the top-p trajectories by return (never a failure)."""
-        kept = top_p_by_return(data, self.config.top_p)
-        return every_step(kept), {"train/kept_trajectories": float(len(kept))}
+        """Every step of the top-p trajectories by return (never a failure; with
+        ``actor.drop_loops``, less their detours)."""
+        kept, stats = self.without_loops(top_p_by_return(data, self.config.top_p))
+        return every_step(kept), {"train/kept_trajectories": float(len(kept)), **stats}
 
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         data = usable(trajectories)
