@@ -3,6 +3,7 @@ that imitates episodes without them (`actor.drop_loops`), in both learners."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from devicerl.actions import Action
@@ -11,6 +12,9 @@ from devicerl.algos.base import ActorConfig
 from devicerl.algos.digirl import DigiRL, DigiRLConfig
 from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+from devicerl.runtime.comparison import RunResult
+from devicerl.runtime.comparison_report import summarise, table
+from devicerl.runtime.evaluate import EvalResult
 
 HEADER, SUBMIT = Action.tap(0.5, 0.1), Action.tap(0.5, 0.9)
 
@@ -91,3 +95,20 @@ def test_drop_loops_keeps_both_learners_from_imitating_a_detour() -> None:
         assert m_cut["train/loop_steps_dropped_frac"] == 2 / 3
         assert m_all["train/actor_samples"] == 24 and m_cut["train/actor_samples"] == 8
         assert without > 0.9 and kept_detour < 0.1, (learner_cls.name, without, kept_detour)
+
+
+def test_evaluation_counts_the_greedy_episodes_detours() -> None:
+    result = EvalResult()
+    for t in (episode("ABACBCD"), episode("AB")):  # 4 of 7 steps, 0 of 2: detours
+        result.add(t)
+    assert result.loop_step_frac == 4 / 9
+    row = result.as_dict()["per_task"]["miniwob/toggle"]
+    assert row == {"successes": 2, "episodes": 2, "steps": 9, "loop_steps": 4}
+    assert result.as_dict()["loop_step_frac"] == 4 / 9
+    assert "44.4%" in result.table().splitlines()[-1]
+    # the comparison reads it back per run and shows its mean over seeds
+    runs = [RunResult("digirl", s, 0.5, 2, 9, 1.0, detours=d) for s, d in ((0, 0.2), (1, 0.4))]
+    runs.append(RunResult("digirl", 2, 0.5, 2, 9, 1.0))  # evaluated before it was recorded
+    summary = summarise(runs)
+    assert summary["digirl"]["detours"] == pytest.approx(0.3)
+    assert table(summary).splitlines()[-1].endswith("| 30.0% |")

@@ -110,6 +110,9 @@ class RunResult:
     success_sampled: float | None = None
     per_task: dict[str, float] = field(default_factory=dict)  # greedy
     per_task_sampled: dict[str, float] = field(default_factory=dict)
+    #: share of the greedy episodes' steps that were detours (``loop_step_frac`` of eval.json;
+    #: nan for runs evaluated before it was recorded)
+    detours: float = math.nan
     #: critics' diagnostics, mean over the last quarter of iterations (DigiRL only)
     diagnostics: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -185,6 +188,7 @@ def _read_result(folder: Path, system: str, seed: int) -> RunResult:
         wall_s=float(summary["elapsed_s"]),
         curve=read_curve(folder / "metrics.jsonl", t0),
         per_task=task_rates(_eval_file(folder)["per_task"]),
+        detours=float(_eval_file(folder).get("loop_step_frac", math.nan)),
         diagnostics=read_diagnostics(folder / "metrics.jsonl"),
         provenance=RunDir(folder).provenance(),
     )

@@ -112,6 +112,7 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "seeds": len(rs),
             "env_steps": float(np.mean([r.env_steps for r in rs])),
             "wall_s": float(np.mean([r.wall_s for r in rs])),
+            "detours": _nanmean([r.detours for r in rs]),
             "per_task": {t: float(np.mean([r.per_task.get(t, 0.0) for r in rs])) for t in tasks},
             "per_task_sampled": {
                 t: float(np.mean([r.per_task_sampled.get(t, 0.0) for r in rs])) for t in tasks
@@ -124,6 +125,11 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _nanmean(values: Sequence[float]) -> float:
+    known = [v for v in values if not math.isnan(v)]
+    return float(np.mean(known)) if known else math.nan
+
+
 def _ci(lo_hi: Sequence[float]) -> str:
     lo, hi = lo_hi
     return "-" if math.isnan(lo) else f"[{lo:.3f}, {hi:.3f}]"
@@ -133,8 +139,9 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
     """The main table: greedy and sampled success with t-intervals over seeds."""
     lines = [
         "| system | greedy success (mean over seeds) | 95 % t-interval | per seed "
-        "| sampled (T=1) | 95 % t-interval | per seed | seeds | env steps | wall-clock s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| sampled (T=1) | 95 % t-interval | per seed | seeds | env steps | wall-clock s "
+        "| greedy detour steps |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for system, s in summary.items():
         seeds = " ".join(f"{v:.3f}" for v in s["per_seed"])
@@ -142,9 +149,14 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {system} | {s['mean']:.3f} | {_ci(s['ci95'])} | {seeds} "
             f"| {s['mean_sampled']:.3f} | {_ci(s['ci95_sampled'])} | {seeds_s} "
-            f"| {int(s['seeds'])} | {s['env_steps']:.0f} | {s['wall_s']:.0f} |"
+            f"| {int(s['seeds'])} | {s['env_steps']:.0f} | {s['wall_s']:.0f} "
+            f"| {_share(s.get('detours', math.nan))} |"
         )
     return "\n".join(lines)
+
+
+def _share(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1%}"
 
 
 def task_table(summary: dict[str, dict[str, Any]]) -> str:

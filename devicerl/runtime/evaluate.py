@@ -33,7 +33,8 @@ class EvalResult(EpisodeCounts):
     """Success over the evaluated episodes (truncated/unlabelled ones are counted apart)."""
 
     env_steps: int = 0
-    per_task: dict[str, list[int]] = field(default_factory=dict)  # task -> [successes, n]
+    # task -> [successes, n, steps, loop steps] (steps of labelled episodes only)
+    per_task: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -44,10 +45,20 @@ class EvalResult(EpisodeCounts):
         self.env_steps += t.length
         if not super().add(t):
             return False
-        row = self.per_task.setdefault(t.task, [0, 0])
+        row = self.per_task.setdefault(t.task, [0, 0, 0, 0])
         row[0] += int(t.success)
         row[1] += 1
+        row[2] += t.length
+        row[3] += t.length - t.without_loops().length
         return True
+
+    @property
+    def loop_step_frac(self) -> float:
+        """The share of the labelled episodes' steps that were detours: steps that led back
+        to a screen the episode had shown (`Trajectory.without_loops`); a greedy policy that
+        repeats an action going nowhere shows here before its success rate says why."""
+        steps = sum(row[2] for row in self.per_task.values())
+        return sum(row[3] for row in self.per_task.values()) / steps if steps else 0.0
 
     def as_dict(self) -> dict[str, Any]:
         lo, hi = self.interval
@@ -59,18 +70,22 @@ class EvalResult(EpisodeCounts):
             "truncated": self.truncated,
             "unlabelled": self.unlabelled,
             "env_steps": self.env_steps,
-            "per_task": {k: {"successes": s, "episodes": n} for k, (s, n) in self.per_task.items()},
+            "loop_step_frac": self.loop_step_frac,
+            "per_task": {
+                k: {"successes": s, "episodes": n, "steps": st, "loop_steps": lp}
+                for k, (s, n, st, lp) in self.per_task.items()
+            },
         }
 
     def table(self) -> str:
-        lines = [f"{'task':40s} {'success':>8s} {'n':>5s}"]
-        for task, (s, n) in sorted(self.per_task.items()):
-            lines.append(f"{task:40s} {s / n:8.1%} {n:5d}")
+        lines = [f"{'task':40s} {'success':>8s} {'n':>5s} {'detours':>8s}"]
+        for task, (s, n, st, lp) in sorted(self.per_task.items()):
+            lines.append(f"{task:40s} {s / n:8.1%} {n:5d} {lp / st if st else 0.0:8.1%}")
         lo, hi = self.interval
         lines.append(
-            f"{'overall':40s} {self.success_rate:8.1%} {self.episodes:5d}  "
-            f"(95% CI {lo:.1%}-{hi:.1%}; truncated {self.truncated}, "
-            f"unlabelled {self.unlabelled})"
+            f"{'overall':40s} {self.success_rate:8.1%} {self.episodes:5d} "
+            f"{self.loop_step_frac:8.1%}  (95% CI {lo:.1%}-{hi:.1%}; truncated "
+            f"{self.truncated}, unlabelled {self.unlabelled})"
         )
         return "\n".join(lines)
 
@@ -100,7 +115,7 @@ def evaluate_policy(
 ) -> EvalResult:
     """Run ``policy`` over every instance of ``sampler`` once and score it."""
     result = EvalResult()
-    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     result.per_task = per_task
     with make_pool(sampler) as pool:
         collector = Collector(pool, policy, greedy=greedy, judge=judge)
