@@ -111,4 +111,5 @@ def test_evaluation_counts_the_greedy_episodes_detours() -> None:
     runs.append(RunResult("digirl", 2, 0.5, 2, 9, 1.0))  # evaluated before it was recorded
     summary = summarise(runs)
     assert summary["digirl"]["detours"] == pytest.approx(0.3)
-    assert table(summary).splitlines()[-1].endswith("| 30.0% |")
+    assert table(summary).splitlines()[-1].endswith("| 30.0% (2 seeds) |")
+    assert table(summarise(runs[:2])).splitlines()[-1].endswith("| 30.0% |")

@@ -113,6 +113,7 @@ def summarise(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "env_steps": float(np.mean([r.env_steps for r in rs])),
             "wall_s": float(np.mean([r.wall_s for r in rs])),
             "detours": _nanmean([r.detours for r in rs]),
+            "detours_seeds": sum(not math.isnan(r.detours) for r in rs),
             "per_task": {t: float(np.mean([r.per_task.get(t, 0.0) for r in rs])) for t in tasks},
             "per_task_sampled": {
                 t: float(np.mean([r.per_task_sampled.get(t, 0.0) for r in rs])) for t in tasks
@@ -150,13 +151,17 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
             f"| {system} | {s['mean']:.3f} | {_ci(s['ci95'])} | {seeds} "
             f"| {s['mean_sampled']:.3f} | {_ci(s['ci95_sampled'])} | {seeds_s} "
             f"| {int(s['seeds'])} | {s['env_steps']:.0f} | {s['wall_s']:.0f} "
-            f"| {_share(s.get('detours', math.nan))} |"
+            f"| {_detours(s)} |"
         )
     return "\n".join(lines)
 
 
-def _share(value: float) -> str:
-    return "-" if math.isnan(value) else f"{value:.1%}"
+def _detours(s: dict[str, Any]) -> str:
+    """Mean greedy detour share, and over how many seeds when some runs predate it."""
+    value, known = s.get("detours", math.nan), s.get("detours_seeds", 0)
+    if math.isnan(value):
+        return "-"
+    return f"{value:.1%}" + ("" if known == s["seeds"] else f" ({known} seeds)")
 
 
 def task_table(summary: dict[str, dict[str, Any]]) -> str:
