@@ -179,6 +179,7 @@ def _read_result(folder: Path, system: str, seed: int) -> RunResult:
     """The result of the finished run in `folder` (its summary, eval and metrics)."""
     summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
     t0 = float(summary.get("started_at", (folder / "config.yaml").stat().st_mtime))
+    evaluation = _eval_file(folder)
     return RunResult(
         system=system,
         seed=seed,
@@ -187,8 +188,8 @@ def _read_result(folder: Path, system: str, seed: int) -> RunResult:
         env_steps=int(summary["env_steps"]),
         wall_s=float(summary["elapsed_s"]),
         curve=read_curve(folder / "metrics.jsonl", t0),
-        per_task=task_rates(_eval_file(folder)["per_task"]),
-        detours=float(_eval_file(folder).get("loop_step_frac", math.nan)),
+        per_task=task_rates(evaluation["per_task"]),
+        detours=float(evaluation.get("loop_step_frac", math.nan)),
         diagnostics=read_diagnostics(folder / "metrics.jsonl"),
         provenance=RunDir(folder).provenance(),
     )

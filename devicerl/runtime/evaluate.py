@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,13 +114,10 @@ def evaluate_policy(
 ) -> EvalResult:
     """Run ``policy`` over every instance of ``sampler`` once and score it."""
     result = EvalResult()
-    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-    result.per_task = per_task
     with make_pool(sampler) as pool:
         collector = Collector(pool, policy, greedy=greedy, judge=judge)
         for traj in collector.collect(None):
             result.add(traj)
             if on_episode is not None:
                 on_episode(traj)
-    result.per_task = dict(per_task)
     return result
