@@ -9,7 +9,11 @@ Loads a DigiRL run's newest checkpoint (its critics) and the trajectories of the
 - ``in_curriculum``: share of the task's successes the curriculum keeps (top-p by A_instr over
   the whole store, plus the run's ``rehearse`` successes per task), as `DigiRL.select` does.
 - ``steps_dropped`` / ``first_step_dropped``: share of the successes' steps the step filter
-  drops, and how often it drops a success's first step (every success, kept or not).
+  drops, and how often it drops a success's first step (every success, kept or not, as if none
+  were rehearsed whole).
+- ``steps_imitated``: share of the successes' steps one `DigiRL.select` call hands the actor
+  (curriculum, rehearsal and step filter together; Filtered BC's share is 1 whenever at least
+  top-p of the trajectories succeed).
 - ``value_spread``: how far the step critic's values spread within a success (max - min).
   Near 0, A_step of a success is lam^(H-h) alone and the filter keeps by position: the last
   steps of every success, never the first ones of a long success.
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,6 +53,7 @@ COLUMNS = (
     "mean_length",
     "steps_dropped",
     "first_step_dropped",
+    "steps_imitated",
     "value_spread",
     "rehearsed_instructions",
 )
@@ -76,7 +81,7 @@ def audit_trajectories(
     filters (tasks with no success report no step columns)."""
     data = usable(list(trajectories))
     samples, _ = learner.select(data)
-    curriculum = {id(s.trajectory) for s in samples}
+    imitated = Counter(id(s.trajectory) for s in samples)
     v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
     final = torch.tensor([1.0 if t.success else 0.0 for t in data])
     a_instr = instruction_advantages(final, torch.tensor(v_instr))
@@ -95,7 +100,8 @@ def audit_trajectories(
         v = learner.step_critic.values([s.observation for s in t.steps])
         keep = learner.step_mask(t, learner.step_advantages(t, v))
         row["success_rate"] += 1
-        row["in_curriculum"] += id(t) in curriculum
+        row["in_curriculum"] += id(t) in imitated
+        row["steps_imitated"] += imitated[id(t)]
         row["mean_length"] += t.length
         row["steps_dropped"] += int((~keep).sum())
         row["first_step_dropped"] += int(not keep[0])
@@ -110,6 +116,7 @@ def audit_trajectories(
                 "mean_length": steps / wins,
                 "steps_dropped": row["steps_dropped"] / steps,
                 "first_step_dropped": row["first_step_dropped"] / wins,
+                "steps_imitated": row["steps_imitated"] / steps,
                 "value_spread": row["value_spread"] / wins,
                 "rehearsed_instructions": len(rehearsed[task]),
             }

@@ -33,21 +33,31 @@ def test_the_curriculum_and_a_flat_critic_by_hand() -> None:
     assert out["e"] == pytest.approx(
         e
         | dict(steps_dropped=2 / 6, first_step_dropped=1, value_spread=0, rehearsed_instructions=0)
+        | dict(steps_imitated=0)
     )
     # a, rising: A_1 = 1/32 + (31/32) 0.2 = 0.225, every later A larger: all kept
     a = dict(trajectories=1, success_rate=1, v_instr=0.3, in_curriculum=1, mean_length=6)
     assert out["a"] == pytest.approx(
-        a | dict(steps_dropped=0, first_step_dropped=0, value_spread=0.85, rehearsed_instructions=0)
+        a
+        | dict(steps_dropped=0, first_step_dropped=0, value_spread=0.85, rehearsed_instructions=0)
+        | dict(steps_imitated=1)
     )
     assert out["b"] == pytest.approx(dict(trajectories=1, success_rate=0, v_instr=0.1))
     text = fa.table({"r": out})
-    assert "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 | 0.000 |" in text
-    assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - | - |" in text
+    row_e = "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 | 0.000 | 0.000 |"
+    assert row_e in text
+    assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - | - | - |" in text
     # rehearsal brings e's success into the curriculum; a demonstration keeps every step
     demo = runs()
     demo[0].extras["demonstration"] = "scripted"
     out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, keep_demonstration_steps=True), demo)
     assert out["e"]["in_curriculum"] == 1 and out["e"]["steps_dropped"] == 0
+    assert out["e"]["steps_imitated"] == 1
+    # rehearsed whole: the actor gets all 6 steps, though the filter alone would drop 2
+    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, rehearse_whole=True), runs())
+    assert out["e"]["steps_dropped"] == pytest.approx(2 / 6) and out["e"]["steps_imitated"] == 1
+    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1), runs())
+    assert out["e"]["steps_imitated"] == pytest.approx(4 / 6)
 
 
 def test_rehearsed_instructions_count_what_the_highest_advantage_pick_repeats() -> None:
