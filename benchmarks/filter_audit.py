@@ -81,7 +81,7 @@ def audit_trajectories(
     filters (tasks with no success report no step columns)."""
     data = usable(list(trajectories))
     samples, _ = learner.select(data)
-    imitated = Counter(id(s.trajectory) for s in samples)
+    imitated = Counter(s.trajectory.episode_id for s in samples)  # copies keep the id
     v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
     final = torch.tensor([1.0 if t.success else 0.0 for t in data])
     a_instr = instruction_advantages(final, torch.tensor(v_instr))
@@ -100,8 +100,8 @@ def audit_trajectories(
         v = learner.step_critic.values([s.observation for s in t.steps])
         keep = learner.step_mask(t, learner.step_advantages(t, v))
         row["success_rate"] += 1
-        row["in_curriculum"] += id(t) in imitated
-        row["steps_imitated"] += imitated[id(t)]
+        row["in_curriculum"] += t.episode_id in imitated
+        row["steps_imitated"] += imitated[t.episode_id]
         row["mean_length"] += t.length
         row["steps_dropped"] += int((~keep).sum())
         row["first_step_dropped"] += int(not keep[0])

@@ -10,6 +10,7 @@ import torch
 from _runs import collect
 from test_digirl_select import learner, trajectory
 
+from devicerl.algos.base import ActorConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.config import load_config
 from devicerl.runtime.learner_setup import make_learner
@@ -58,6 +59,13 @@ def test_the_curriculum_and_a_flat_critic_by_hand() -> None:
     assert out["e"]["steps_dropped"] == pytest.approx(2 / 6) and out["e"]["steps_imitated"] == 1
     out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1), runs())
     assert out["e"]["steps_imitated"] == pytest.approx(4 / 6)
+
+
+def test_an_episode_imitated_without_its_detours_counts_as_itself() -> None:
+    # every screen of `runs()` looks the same, so with drop_loops a kept success is cut to its
+    # last step: still in the curriculum, 1 of its 6 steps imitated
+    out = fa.audit_trajectories(learner(top_p=0.3, actor=ActorConfig(drop_loops=True)), runs())
+    assert out["a"]["in_curriculum"] == 1 and out["a"]["steps_imitated"] == pytest.approx(1 / 6)
 
 
 def test_rehearsed_instructions_count_what_the_highest_advantage_pick_repeats() -> None:
