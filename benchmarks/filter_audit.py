@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -74,6 +74,22 @@ def load_learner(run: Path) -> DigiRL:
     return learner
 
 
+def success_step_values(
+    learner: DigiRL, successes: Sequence[Trajectory], batch: int = 256
+) -> Iterator[torch.Tensor]:
+    """The step critic's values of each success's steps, in order, scored in batches of
+    `batch` observations (one critic call per success took minutes on a run's store)."""
+    observations = [s.observation for t in successes for s in t.steps]
+    flat = torch.cat(
+        [
+            learner.step_critic.values(observations[i : i + batch])
+            for i in range(0, len(observations), batch)
+        ]
+        or [torch.zeros(0)]
+    )
+    return iter(flat.split([t.length for t in successes]))
+
+
 def audit_trajectories(
     learner: DigiRL, trajectories: Sequence[Trajectory]
 ) -> dict[str, dict[str, float]]:
@@ -90,6 +106,7 @@ def audit_trajectories(
     for t, k in zip(data, by_advantage.tolist()):
         if k:
             rehearsed[t.task.split("/")[-1]].add(t.instruction)
+    step_values = success_step_values(learner, [t for t in data if t.success])
     rows: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(COLUMNS, 0.0))
     for t, vi in zip(data, v_instr):
         row = rows[t.task.split("/")[-1]]
@@ -97,7 +114,7 @@ def audit_trajectories(
         row["v_instr"] += vi
         if not t.success:
             continue
-        v = learner.step_critic.values([s.observation for s in t.steps])
+        v = next(step_values)
         keep = learner.step_mask(t, learner.step_advantages(t, v))
         row["success_rate"] += 1
         row["in_curriculum"] += t.episode_id in imitated
