@@ -19,12 +19,14 @@ from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.scripted import PlanOracle
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.cli.main import main as cli
+from devicerl.config import load_config
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.runtime.rollout import rollout
+from devicerl.runtime.train_config import TrainConfig
 from devicerl.tasks import resolve
 from devicerl.tasks.miniwob import _Server
-from devicerl.tasks.webskills import FAMILIES, WebSkillsSuite
+from devicerl.tasks.webskills import FAMILIES, REACH_FAMILIES, WebSkillsSuite
 
 pytestmark = pytest.mark.browser
 
@@ -36,10 +38,11 @@ def env():
     e.close()
 
 
-def test_the_suite_lists_every_page():
-    names = [t.name for t in resolve("webskills")]
-    assert names == [f"webskills/{n}" for n in FAMILIES]
-    assert all(t.max_steps == FAMILIES[t.short_name] for t in resolve("webskills"))
+def test_the_suites_list_every_page():
+    for suite, families in (("webskills", FAMILIES), ("webskills-reach", REACH_FAMILIES)):
+        names = [t.name for t in resolve(suite)]
+        assert names == [f"{suite}/{n}" for n in families]
+        assert all(t.max_steps == families[t.short_name] for t in resolve(suite))
 
 
 def test_every_plan_solves_its_page_with_actions_the_agent_expresses(env):
@@ -57,6 +60,47 @@ def test_every_plan_solves_its_page_with_actions_the_agent_expresses(env):
             seen = [t.agent_observation(i, s.observation) for i, s in enumerate(t.steps)]
             log_p = agent.log_prob(seen, [s.action for s in t.steps])
             assert bool((log_p > UNREPRESENTABLE_LOG_PROB / 2).all()), (name, seed, log_p)
+
+
+def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses_exactly():
+    # the full-suite benchmark's agent: free points on its lattice, drags, page text, the
+    # character decoder, Enter; pixels (the shapes carry no text)
+    overrides = [f"agent.small.{k}=true" for k in ("point_actions", "page_text", "free_text")]
+    overrides += ["agent.small.features.pixels=true"]
+    overrides += ["agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]"]
+    agent = load_config(TrainConfig, None, overrides).agent.make()
+    kinds: set[str] = set()
+    env = make("browser", screenshot=True)
+    try:
+        for name, budget in REACH_FAMILIES.items():
+            for seed in (0, 1):
+                t = rollout(env, PlanOracle(), f"webskills-reach/{name}", seed)
+                assert t.success, (name, seed, t.instruction, [s.action for s in t.steps])
+                assert t.length <= budget - 1
+                seen = [t.agent_observation(i, s.observation) for i, s in enumerate(t.steps)]
+                metas = agent.featurize(seen).meta
+                for meta, s in zip(metas, t.steps, strict=True):
+                    target = agent.action_target(meta, s.action)
+                    assert target.exact, (name, seed, s.action, target.note)
+                    a = s.action
+                    kinds.add("drag" if a.is_swipe else a.type.value if not a.is_tap else "tap")
+                    if a.type is ActionType.TYPE and a.text not in t.instruction:
+                        kinds.add("text not in the instruction")
+    finally:
+        env.close()
+    assert kinds == {"tap", "drag", "TYPE", "PRESS_ENTER", "text not in the instruction"}
+
+
+def test_a_drop_outside_the_box_fails_and_a_tap_drags_nothing(env):
+    obs = env.reset("webskills-reach/drag-onto", seed=3)
+    x0, y0, x1, y1 = obs.extras["oracle_plan"][0]["drag"]
+    result = env.step(Action.swipe(*obs.to_normalised(x0, y0), *obs.to_normalised(x0, y0 + 10)))
+    assert result.terminated and not result.info["success"]  # dropped beside where it was
+    obs = env.reset("webskills-reach/drag-onto", seed=3)
+    result = env.step(Action.tap(*obs.to_normalised(x0, y0)))  # a tap drags nothing
+    assert not result.terminated
+    result = env.step(Action.swipe(*obs.to_normalised(x0, y0), *obs.to_normalised(x1, y1)))
+    assert result.terminated and result.info["success"]
 
 
 def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):

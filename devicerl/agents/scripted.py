@@ -6,8 +6,8 @@ labelled X; to type W into X, tap X until it is focused, then type W.
 
 `PlanOracle` follows the plan a task publishes with its first observation
 (``extras["oracle_plan"]``, e.g. the web-skills pages of `devicerl.tasks.webskills`): taps of
-elements by DOM id (at their centre, where the small agent taps) and texts to type. Where no
-plan is published it falls back to `SyntheticOracle`.
+elements by DOM id (at their centre, where the small agent taps), texts to type, Enter, and
+taps and drags at free points. Where no plan is published it falls back to `SyntheticOracle`.
 """
 
 from __future__ import annotations
@@ -44,9 +44,17 @@ class SyntheticOracle(Policy):
 
 
 def _plan_action(obs: Observation, step: dict) -> Action:
-    """One plan step on the current screen (impossible when its element is not shown)."""
+    """One plan step on the current screen (impossible when its element is not shown). Free
+    points (``point``: [x, y], ``drag``: [x0, y0, x1, y1]) are in screen pixels."""
     if "type" in step:
         return Action.type_text(str(step["type"]))
+    if step.get("enter"):
+        return Action.enter()
+    if "point" in step:
+        return Action.tap(*obs.to_normalised(*step["point"]))
+    if "drag" in step:
+        x0, y0, x1, y1 = step["drag"]
+        return Action.swipe(*obs.to_normalised(x0, y0), *obs.to_normalised(x1, y1))
     if "tap" not in step:
         return Action.impossible()
     target = next((e for e in obs.elements if e.attrs.get("id") == step["tap"]), None)

@@ -23,9 +23,11 @@ register_device("synthetic/*", "devicerl.tasks.synthetic:make_synthetic_env", ov
 register_device("miniwob", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("webskills/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
+register_device("webskills-reach/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
+register_suite("webskills-reach", "devicerl.tasks.webskills:webskills_reach_tasks")
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(
     "miniwob-dev",

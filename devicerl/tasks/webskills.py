@@ -16,11 +16,25 @@ MiniWoB++):
 - ``webskills/focus-field``: tap into the named text field;
 - ``webskills/search-pick``: type a term into a search box, press search, tap a result.
 
-Every page publishes an oracle plan (``observation.extras["oracle_plan"]``: taps of element ids,
-then texts to type), which the ``oracle`` agent (`devicerl.agents.scripted.PlanOracle`) follows
-to record demonstrations; agents read the page, never the plan. Words, labels and values come
-from the pages' own lists (``webskills_html/common.js``). ``configs/webskills-pretrain.yaml``
-collects and imitates them (docs/pretraining.md).
+A second suite, ``webskills-reach`` (tasks ``webskills-reach/<name>``), has six pages for the
+skills of the reach heads (docs/agent-actions.md), which the first suite's agent lacks:
+
+- ``drag-onto``: drag the named item onto the named box;
+- ``set-slider``: drag one or two sliders' handles to the asked values, then press a button;
+- ``tap-shape``: tap a shape named by colour and form, which only pixels tell apart (drawn as
+  elements, or on a canvas: a tap at a free point);
+- ``copy-text``: type text the page shows (a boxed value, the n-th word of a sentence, a table
+  row), submitted by a button or Enter;
+- ``type-transformed``: type computed text (another case, a sum, a difference, the next number);
+- ``scroll-find``: swipe a scrolling list until the named item shows, then tap it.
+
+Every page publishes an oracle plan (``observation.extras["oracle_plan"]``: taps of element
+ids, texts to type, Enter, and taps and drags at free points of the frame, which lie on the
+small agent's default point lattice), which the ``oracle`` agent
+(`devicerl.agents.scripted.PlanOracle`) follows to record demonstrations; agents read the page,
+never the plan. Words, labels and values come from the pages' own lists
+(``webskills_html/common.js``). ``configs/webskills-pretrain.yaml`` collects and imitates the
+first suite, ``configs/webskills-pretrain-reach.yaml`` both (docs/pretraining.md).
 """
 
 from __future__ import annotations
@@ -48,13 +62,33 @@ FAMILIES: dict[str, int] = {
     "search-pick": 8,
 }
 
+#: The ``webskills-reach`` pages (the reach heads' skills): task name -> step budget.
+REACH_FAMILIES: dict[str, int] = {
+    "drag-onto": 4,
+    "set-slider": 6,
+    "tap-shape": 4,
+    "copy-text": 6,
+    "type-transformed": 6,
+    "scroll-find": 10,
+}
+
+
+def _tasks(suite: str, families: dict[str, int]) -> list[Task]:
+    return [
+        Task(f"{suite}/{name}", max_steps=steps, env="browser", params={"web_suite": WEB_SUITE})
+        for name, steps in families.items()
+    ]
+
 
 def webskills_tasks() -> list[Task]:
     """The ``webskills`` suite."""
-    return [
-        Task(f"webskills/{name}", max_steps=steps, env="browser", params={"web_suite": WEB_SUITE})
-        for name, steps in FAMILIES.items()
-    ]
+    return _tasks("webskills", FAMILIES)
+
+
+def webskills_reach_tasks() -> list[Task]:
+    """The ``webskills-reach`` suite (``webskills-reach/<name>``; the pages are served beside the
+    first suite's): the reach heads' skills."""
+    return _tasks("webskills-reach", REACH_FAMILIES)
 
 
 class WebSkillsSuite(MiniWoBSuite):

@@ -143,3 +143,36 @@ ws.field = function (parent, label, style) {
   row.appendChild(input);
   return input;
 };
+
+// -- free points, drags and keys (the reach pages, webskills-reach) ------------------------------
+// The small agent's default point lattice: an 8 x 8 grid of cells over the 160 x 210 frame and
+// 4 x 4 positions inside each cell, i.e. 32 x 32 points. Plans put free points on it, so the
+// agent's point head expresses the oracle's taps and drags exactly.
+ws.LATTICE = 32;
+ws.snap = function (x, y) {
+  var sx = 160 / ws.LATTICE, sy = 210 / ws.LATTICE;
+  var i = Math.min(ws.LATTICE - 1, Math.max(0, Math.round(x / sx - 0.5)));
+  var j = Math.min(ws.LATTICE - 1, Math.max(0, Math.round(y / sy - 0.5)));
+  return [(i + 0.5) * sx, (j + 0.5) * sy];
+};
+// The frame point at the centre of an element's box.
+ws.centre = function (el) {
+  var r = el.getBoundingClientRect();
+  return [r.left + r.width / 2, r.top + r.height / 2];
+};
+// true when the frame point (x, y) lies in the element's box
+ws.inside = function (el, x, y) {
+  var r = el.getBoundingClientRect();
+  return x >= r.left && x <= r.right && y >= r.top && y <= r.bottom;
+};
+ws.point = function (xy) { window.WS_PLAN.push({point: ws.snap(xy[0], xy[1])}); };
+ws.drag = function (from, to) {
+  window.WS_PLAN.push({drag: ws.snap(from[0], from[1]).concat(ws.snap(to[0], to[1]))});
+};
+ws.enter = function () { window.WS_PLAN.push({enter: true}); };
+// Ends the episode when Enter is pressed in `input` (fn() -> [ok, reason]).
+ws.onEnter = function (input, fn) {
+  input.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter") { ev.preventDefault(); var r = fn(); ws.end(r[0], r[1]); }
+  });
+};
