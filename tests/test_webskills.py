@@ -103,6 +103,18 @@ def test_a_drop_outside_the_box_fails_and_a_tap_drags_nothing(env):
     assert result.terminated and result.info["success"]
 
 
+def test_a_swipe_that_starts_on_a_link_scrolls_its_list(env):
+    # a link is natively draggable on a desktop browser: before the phone-style swipe cancelled
+    # that drag-and-drop, these swipes scrolled the list by their first 10 px only
+    for seed in (37, 51):
+        obs = env.reset("webskills-reach/scroll-find", seed=seed)
+        x0, y0, _, _ = obs.extras["oracle_plan"][0]["drag"]
+        start = obs.element_at(*obs.to_normalised(x0, y0))
+        assert start is not None and start.attrs.get("tag") == "a"
+        t = rollout(env, PlanOracle(), "webskills-reach/scroll-find", seed)
+        assert t.success and t.steps[0].action.is_swipe
+
+
 def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
     obs = env.reset("webskills/fill-form", seed=5)
     plan = obs.extras["oracle_plan"]

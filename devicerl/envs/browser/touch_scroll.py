@@ -7,7 +7,8 @@ content scrolls it. `TOUCH_SCROLL_SCRIPT` (installed with the phone-style contro
 for drags that start inside an element that can scroll (``overflow: auto|scroll`` or a
 ``<textarea>``, with more content than fits) and not on something draggable (jQuery UI
 draggables, sortables, sliders, resize handles, ``draggable="true"``): the content follows the
-pointer, no text is selected, and the click that would end the drag is dropped. Taps, and
+pointer, no text is selected, a link or image it starts on is not dragged away (a desktop
+browser's native drag-and-drop), and the click that would end the drag is dropped. Taps, and
 drags on everything else, are unchanged; the picker's list scrolls by its own handler.
 """
 
@@ -53,6 +54,8 @@ TOUCH_SCROLL_SCRIPT = r"""
     e.preventDefault();
   }, true);
   add.call(window, "selectstart", (e) => { if (drag) e.preventDefault(); }, true);
+  // a link or an image is natively draggable: its drag-and-drop would swallow the moves
+  add.call(window, "dragstart", (e) => { if (drag) e.preventDefault(); }, true);
   add.call(window, "click", (e) => {
     if (drag && drag.moved) { e.preventDefault(); e.stopPropagation(); }
     drag = null;
