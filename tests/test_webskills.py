@@ -73,7 +73,7 @@ def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses
     env = make("browser", screenshot=True)
     try:
         for name, budget in REACH_FAMILIES.items():
-            for seed in (0, 1):
+            for seed in (0, 2):  # type-transformed's seed 2 submits with Enter
                 t = rollout(env, PlanOracle(), f"webskills-reach/{name}", seed)
                 assert t.success, (name, seed, t.instruction, [s.action for s in t.steps])
                 assert t.length <= budget - 1

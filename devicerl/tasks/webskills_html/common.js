@@ -170,9 +170,23 @@ ws.drag = function (from, to) {
   window.WS_PLAN.push({drag: ws.snap(from[0], from[1]).concat(ws.snap(to[0], to[1]))});
 };
 ws.enter = function () { window.WS_PLAN.push({enter: true}); };
-// Ends the episode when Enter is pressed in `input` (fn() -> [ok, reason]).
-ws.onEnter = function (input, fn) {
-  input.addEventListener("keydown", function (ev) {
-    if (ev.key === "Enter") { ev.preventDefault(); var r = fn(); ws.end(r[0], r[1]); }
-  });
+// A text field to type `answer` into and its submission: a button, or Enter (35 %). The episode
+// succeeds when the field holds `answer`; the plan taps the field, types, submits. Returns the
+// instruction's ending, which says how to submit.
+ws.answerField = function (area, answer) {
+  var input = ws.field(area, ws.pick(ws.LABELS), ws.pick(["left", "placeholder", "none"]));
+  var enter = ws.chance(0.35), button = enter ? null : ws.el("button", area, ws.pick(ws.BUTTONS));
+  var check = function () { var ok = input.value === answer; ws.end(ok, ok ? "typed" : "wrong text"); };
+  if (enter) {
+    input.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter") { ev.preventDefault(); check(); }
+    });
+  } else {
+    ws.onTap(button, check);
+  }
+  ws.tap(input); ws.type(answer);
+  if (enter) ws.enter(); else ws.tap(button);
+  if (enter) return ws.pick([" and press Enter.", ", then hit Enter."]);
+  var b = ws.quote(button.textContent);
+  return ws.pick([" and press " + b + ".", ", then click " + b + "."]);
 };
