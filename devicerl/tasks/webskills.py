@@ -2,7 +2,7 @@
 
 DigiRL never starts from scratch: its policy is AutoUI, pre-trained on human demonstrations before
 any RL. The small agent has no such checkpoint, so this suite gives it one without touching the
-tasks it is evaluated on: seven page generators of generic skills, written for this project (no
+tasks it is evaluated on: eight page generators of generic skills, written for this project (no
 MiniWoB++ page, instruction or instance), each an HTML page on MiniWoB++'s ``core`` scripts (the
 same 160x210 frame, seeding and reward globals, so the browser device runs them as it runs
 MiniWoB++):
@@ -14,7 +14,11 @@ MiniWoB++):
 - ``webskills/open-then-tap``: open a section or a tab, then tap an element it shows;
 - ``webskills/tap-nth``: tap the n-th item of a list ("the third link", "the 2nd button");
 - ``webskills/focus-field``: tap into the named text field;
-- ``webskills/search-pick``: type a term into a search box, press search, tap a result.
+- ``webskills/search-pick``: type a term into a search box, press search, tap a result;
+- ``webskills/fill-described``: 2-4 labelled boxes in a shuffled order and a sentence that
+  describes the search, with no value quoted and no label named: each value follows a phrase
+  sharing a stem with its box's label ("painted by Novak": Painter), and one may stand uncued
+  before the thing sought ("maple chairs": Kind, the box left over).
 
 A second suite, ``webskills-reach`` (tasks ``webskills-reach/<name>``), has six pages for the
 skills of the reach heads (docs/agent-actions.md), which the first suite's agent lacks:
@@ -60,6 +64,7 @@ FAMILIES: dict[str, int] = {
     "tap-nth": 5,
     "focus-field": 5,
     "search-pick": 8,
+    "fill-described": 10,
 }
 
 #: The ``webskills-reach`` pages (the reach heads' skills): task name -> step budget.
