@@ -9,6 +9,7 @@ import json
 import urllib.error
 import urllib.request
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,21 @@ def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
     with_plan, without = agent.featurize([obs]), agent.featurize([bare])
     for name in ("instr_ids", "instr_feats", "elem_ids", "elem_feats", "elem_role"):
         assert torch.equal(getattr(with_plan, name), getattr(without, name)), name
+
+
+def test_a_described_form_quotes_no_value_and_shuffles_its_boxes(env):
+    mismatched = 0
+    for seed in range(6):
+        obs = env.reset("webskills/fill-described", seed=seed)
+        plan = obs.extras["oracle_plan"]
+        box_of = {b["type"]: a["tap"] for a, b in pairwise(plan) if "type" in b}
+        assert 2 <= len(box_of) <= 4 and len(box_of) == sum(e.editable for e in obs.elements)
+        for v in box_of:  # every value stands in the sentence, never between quotes
+            assert v in obs.instruction and f'"{v}"' not in obs.instruction, (seed, v)
+        top = {e.attrs.get("id"): e.bbox[1] for e in obs.elements}
+        said = sorted(box_of, key=obs.instruction.index)
+        mismatched += said != sorted(box_of, key=lambda v: top[box_of[v]])
+    assert mismatched >= 2  # the sentence's order is not the boxes' order
 
 
 def test_equal_seeds_give_equal_pages(env):

@@ -16,8 +16,8 @@ MiniWoB++):
 - ``webskills/focus-field``: tap into the named text field;
 - ``webskills/search-pick``: type a term into a search box, press search, tap a result;
 - ``webskills/fill-described``: 2-4 labelled boxes in a shuffled order and a sentence that
-  describes the search, with no value quoted and no label named: each value follows a phrase
-  sharing a stem with its box's label ("painted by Novak": Painter), and one may stand uncued
+  describes the search, with no value quoted: each value follows a phrase that holds its box's
+  label or a word of the same stem ("painted by Novak": Painter), and one may stand uncued
   before the thing sought ("maple chairs": Kind, the box left over).
 
 A second suite, ``webskills-reach`` (tasks ``webskills-reach/<name>``), has six pages for the
