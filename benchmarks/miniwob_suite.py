@@ -210,14 +210,33 @@ def coverage(tasks: Sequence[str], agent_kinds: Any, ours: Sequence[str]) -> dic
     return out
 
 
+def training_counts(trajectories: Path) -> dict[str, tuple[int, int]]:
+    """Package task -> (successes, episodes) of a run's training episodes (its store; truncated
+    ones left out): a task the run never solved in training has nothing to imitate."""
+    from devicerl.data.store import TrajectoryStore
+    from devicerl.records import EndReason
+
+    if not trajectories.is_dir():
+        return {}
+    index = TrajectoryStore(trajectories).index().to_pydict()
+    counts: dict[str, tuple[int, int]] = {}
+    for task, end, success in zip(index["task"], index["end_reason"], index["success"]):
+        if end != EndReason.TRUNCATED.value:
+            s, n = counts.get(task, (0, 0))
+            counts[task] = (s + bool(success), n + 1)
+    return counts
+
+
 def suite_rows(
     tasks: Sequence[str],
     per_task: Mapping[str, float],
     episodes: Mapping[str, int],
     published: Mapping[str, Mapping[str, float | None]],
     excluded: Mapping[str, str],
+    trained: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per Table 3 task: our success (0 when excluded), the published columns."""
+    """One row per Table 3 task: our success (0 when excluded), the published columns and
+    (with ``trained``, `training_counts`) the run's training successes and episodes."""
     rows = []
     for task in tasks:
         name = package_task(task)
@@ -232,6 +251,7 @@ def suite_rows(
                 "episodes": 0 if reason else int(episodes.get(name, 0)),
                 "excluded": reason,
                 **{c: published[task][c] for c in COLUMNS},
+                "train": None if trained is None else list(trained.get(name, (0, 0))),
             }
         )
     return rows
@@ -281,13 +301,16 @@ def _mean_cell(col: Mapping[str, Any], tasks: int) -> str:
 
 def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> str:
     """The per-task table (markdown), its mean row and the excluded tasks with the reason."""
-    head = ["task", "ours", "n", *COLUMNS[:-1], "best pre-2022"]
+    trained = any(r.get("train") is not None for r in rows)
+    head = ["task", "ours", "n", *COLUMNS[:-1], "best pre-2022", *(["train"] if trained else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         mark = " *" if r["excluded"] else ""
         ours = f"{r['ours']:.2f}{mark}"
         name = r["task"] + (f" ({r['package_task']})" if PACKAGE_NAMES.get(r["task"]) else "")
         cells = [name, ours, str(r["episodes"]), *(_cell(r[c]) for c in COLUMNS)]
+        if trained:
+            cells.append("{}/{}".format(*r["train"]) if r.get("train") else "")
         lines.append("| " + " | ".join(cells) + " |")
     cols = summary["columns"]
     mean_cells = [
@@ -295,12 +318,14 @@ def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) 
         f"**{summary['suite_mean']:.3f}**",
         "",
         *(_mean_cell(cols[c], summary["tasks"]) for c in COLUMNS),
+        *([""] if trained else []),
     ]
     lines.append("| " + " | ".join(mean_cells) + " |")
     lines.append("")
     lines.append(
         "ours: greedy success on test instances; * = not trained or evaluated, counts 0. "
-        "Published: Human and CC-Net mean scores, the others success rates; a mean in "
+        + ("train: the run's successes / episodes in training. " if trained else "")
+        + "Published: Human and CC-Net mean scores, the others success rates; a mean in "
         "brackets is over the tasks that method reports (n/a counts 0 outside them)."
     )
     if summary.get("mean_outside_dev16") is not None:
@@ -513,7 +538,8 @@ def main() -> int:
         return 130
     eval_file = json.loads((folder / "eval.json").read_text("utf-8"))
     episodes = {k: int(v["episodes"]) for k, v in eval_file["per_task"].items()}
-    rows = suite_rows(chosen, result.per_task, episodes, published, excluded)
+    trained = training_counts(folder / "trajectories") if system == "digirl" else None
+    rows = suite_rows(chosen, result.per_task, episodes, published, excluded, trained)
     summary = summarise(rows)
     header = (
         f"# MiniWoB++ full suite (Synapse Table 3, {len(chosen)} tasks): {what}, 1 run, "

@@ -191,6 +191,42 @@ def test_probes_free_a_task_from_exploration_once_the_policy_solves_it() -> None
         assert own and real.success_rate(task) == pytest.approx(sum(own) / len(own))
 
 
+class GreedyMarker(Tapper):
+    """Taps the centre; each action's text says whether it was asked greedily."""
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False):
+        super().act(observations, greedy)
+        word = "greedy" if greedy else "sampled"
+        return [ActionSample(Action.tap(0.5, 0.5), text=word) for _ in observations]
+
+
+def test_greedy_probes_act_greedily_and_are_marked() -> None:
+    from devicerl.runtime.exploration import TaskExploration
+
+    ex = TaskExploration(0.6, window=3, rule="unsolved", probe=3, probe_greedy=True)
+    ex.record("a", False)
+    assert [ex.plan("a") for _ in range(3)] == [(0.6, False), (0.6, False), (0.0, True)]
+    assert ex.plan("b") == (0.0, False)  # unseen: the policy's own, sampled
+    with pytest.raises(ValueError, match="probe_greedy"):
+        TaskExploration(0.6, rule="unsolved", probe_greedy=True)  # no probes to make greedy
+
+    tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
+    real = TaskExploration(0.8, window=1000, rule="unsolved", threshold=0.99, probe=2,
+                           probe_greedy=True)  # fmt: skip
+    specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
+    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
+        trajectories = Collector(pool, GreedyMarker(version=0), exploration=real).run(30)
+    probes = [t for t in trajectories if t.extras.get("greedy")]
+    assert probes and len(probes) < len(trajectories)
+    for t in trajectories:  # a probe's every step was asked greedily, no other step was
+        words = {s.text for s in t.steps}
+        assert words == ({"greedy"} if t.extras.get("greedy") else {"sampled"}), t.extras
+    assert all(t.extras["explore"] == 0.0 for t in probes)
+    for task in ("synthetic/steps", "synthetic/tap"):  # probes count as the policy's own
+        own = [t.success for t in trajectories if t.task == task and t.extras["explore"] == 0]
+        assert own and real.success_rate(task) == pytest.approx(sum(own) / len(own))
+
+
 def test_exploration_level_is_max_times_recent_failure_rate() -> None:
     from devicerl.runtime.exploration import TaskExploration
 

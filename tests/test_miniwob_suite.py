@@ -135,3 +135,29 @@ def test_table_and_result_line_from_a_fake_result(tmp_path) -> None:
     )
     png = ms.plot(rows, tmp_path / "suite.png", "fake")
     assert png.stat().st_size > 5_000
+
+
+def test_the_table_shows_each_tasks_training_successes(tmp_path) -> None:
+    from devicerl.data.store import TrajectoryWriter
+    from devicerl.records import EndReason, Trajectory
+
+    ct, dc = "miniwob/click-test", "miniwob/drag-circle"
+    ends = [(ct, EndReason.SUCCESS), (ct, EndReason.FAILURE), (ct, EndReason.TRUNCATED),
+            (dc, EndReason.MAX_STEPS)]  # fmt: skip
+    with TrajectoryWriter(tmp_path / "trajectories") as w:
+        for task, end in ends:
+            w.append(Trajectory(task=task, instruction="i", end_reason=end,
+                                success=end is EndReason.SUCCESS))  # fmt: skip
+    trained = ms.training_counts(tmp_path / "trajectories")
+    assert trained == {ct: (1, 2), dc: (0, 1)}  # the truncated episode left out
+    assert ms.training_counts(tmp_path / "absent") == {}
+    published = ms.read_published(_write_table(tmp_path / "t.csv", _fake_rows()))
+    tasks = ["click-test", "drag-item", "enter-text"]
+    rows = ms.suite_rows(tasks, {"miniwob/click-test": 1.0}, {}, published, {}, trained)
+    assert [r["train"] for r in rows] == [[1, 2], [0, 1], [0, 0]]
+    lines = ms.format_table(rows, ms.summarise(rows)).splitlines()
+    assert lines[0].endswith("| best pre-2022 | train |")
+    assert lines[2].startswith("| click-test | 1.00 |") and lines[2].endswith("| 1/2 |")
+    assert lines[3].endswith("| 0/1 |") and lines[4].endswith("| 0/0 |")
+    untrained = ms.suite_rows(tasks, {}, {}, published, {})  # the untrained agent: no column
+    assert "train" not in ms.format_table(untrained, ms.summarise(untrained)).splitlines()[0]

@@ -15,7 +15,9 @@ towards ``n_episodes`` nor in the success rate; keep them out of training.
 
 With an ``exploration`` (`devicerl.runtime.exploration.TaskExploration`) every episode gets an
 exploration level from its task's recent success, passed to the policy as
-``observation.extras["explore"]``; every labelled episode is recorded there.
+``observation.extras["explore"]``; every labelled episode is recorded there. A probe the
+exploration asks to act greedily (``probe_greedy``) is acted in a separate greedy `act` call and
+its trajectory carries ``extras["greedy"] = True``.
 
 With a ``league`` (`devicerl.runtime.league.acting.LeagueActors`) each new episode is assigned a
 policy, the ready devices' inference is batched per policy (one `act` call each,
@@ -33,13 +35,13 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action
-from devicerl.agents.base import Policy, as_policy
+from devicerl.agents.base import ActionSample, Policy, as_policy
 from devicerl.judges import Judged, JudgeRunner
 from devicerl.league.acting import POLICY_KEY, act_per_policy, group_by_policy
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Observation, Trajectory, with_previous_actions
 from devicerl.runtime.episode_counts import EpisodeCounts
-from devicerl.runtime.exploration import EXPLORE_KEY, TaskExploration
+from devicerl.runtime.exploration import EXPLORE_KEY, GREEDY_KEY, TaskExploration
 
 if TYPE_CHECKING:
     from devicerl.runtime.league.acting import LeagueActors
@@ -123,6 +125,7 @@ class Collector:
         self._waiting: dict[int, Observation] = {}
         self._history: dict[int, list[Action]] = {}  # actions of each device's episode so far
         self._explore: dict[int, float] = {}  # exploration level of each device's episode
+        self._greedy_probe: set[int] = set()  # devices whose episode is a greedy probe
         self._backlog: deque[Trajectory] = deque()
         self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
 
@@ -163,6 +166,8 @@ class Collector:
             if r.trajectory is not None and r.env_id in self._explore:
                 # the level every step of this episode acted with, stored with it
                 r.trajectory.extras[EXPLORE_KEY] = self._explore[r.env_id]
+                if r.env_id in self._greedy_probe:
+                    r.trajectory.extras[GREEDY_KEY] = True
             if r.trajectory is not None and r.trajectory.steps and r.env_id in self._policy_of:
                 r.trajectory.extras[POLICY_KEY] = self._policy_of[r.env_id]
             if r.trajectory is not None and self.judge is not None:
@@ -172,7 +177,8 @@ class Collector:
             if r.first:  # a new episode (after an end or a device restart)
                 self._history[r.env_id] = []
                 if self.exploration is not None:
-                    self._explore[r.env_id] = self.exploration.level(r.task)
+                    self._explore[r.env_id], greedy = self.exploration.plan(r.task)
+                    (self._greedy_probe.add if greedy else self._greedy_probe.discard)(r.env_id)
                 if self.league is not None and r.task is not None:
                     self._policy_of[r.env_id] = self.league.assign(r.task, r.seed)
             if r.observation is not None:
@@ -205,10 +211,15 @@ class Collector:
                 for i, obs in zip(ids, observations)
             ]
         t0 = time.perf_counter()
-        samples = policy.act(observations, greedy=self.greedy)
+        of = dict(zip(ids, observations))
+        by_id: dict[int, ActionSample] = {}
+        for group, greedy in self._greedy_groups(ids):
+            acted = policy.act([of[i] for i in group], greedy=greedy)
+            if len(acted) != len(group):
+                raise ValueError(f"policy returned {len(acted)} actions for {len(group)} devices")
+            by_id.update(zip(group, acted))
+        samples = [by_id[i] for i in ids]
         dt = time.perf_counter() - t0
-        if len(samples) != len(ids):
-            raise ValueError(f"policy returned {len(samples)} actions for {len(ids)} observations")
         for i, sample in zip(ids, samples):
             self._history.setdefault(i, []).append(getattr(sample, "action", sample))
         self.pool.send(samples, ids, policy_version=policy.version, agent_time_s=dt / len(ids))
@@ -231,7 +242,10 @@ class Collector:
                 obs = replace(obs, extras={**obs.extras, EXPLORE_KEY: self._explore.get(i, 0.0)})
             observations[i] = obs
         t0 = time.perf_counter()
-        samples = act_per_policy(policies, observations, self._policy_of, greedy=self.greedy)
+        samples: dict[int, ActionSample] = {}
+        for group, greedy in self._greedy_groups(ids):
+            some = {i: observations[i] for i in group}
+            samples.update(act_per_policy(policies, some, self._policy_of, greedy=greedy))
         dt = time.perf_counter() - t0
         for group in group_by_policy({i: self._policy_of[i] for i in ids}).values():
             for i in group:
@@ -242,6 +256,13 @@ class Collector:
         self.stats.agent_time_s += dt
         self.stats.actions += len(ids)
         self.stats.batches += 1
+
+    def _greedy_groups(self, ids: list[int]) -> list[tuple[list[int], bool]]:
+        """The ready devices split into the ones acted as configured and the greedy probes,
+        each with its ``greedy`` flag (empty groups left out)."""
+        probes = [i for i in ids if i in self._greedy_probe]
+        rest = [i for i in ids if i not in self._greedy_probe]
+        return [(g, greedy) for g, greedy in ((rest, self.greedy), (probes, True)) if g]
 
     def _current_policy(self) -> Policy:
         if self.policy_source is not None:

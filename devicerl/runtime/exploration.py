@@ -24,7 +24,11 @@ every step of a five-step form), so judged by all its episodes it stays "unsolve
 where the policy itself solves it: the exploration trap. With ``probe`` (k > 0) every k-th
 episode of an explored task acts without exploration, and only episodes acted without
 exploration decide whether the task is solved, so a task the policy solves leaves exploration
-after a few probes.
+after a few probes. With ``probe_greedy`` a probe also acts greedily (the arg-max of every part of
+the action; the collector marks its trajectory ``extras["greedy"]``): a pre-trained agent with a
+wide action space may solve a form greedily every time and by sampling almost never, and then a
+sampled probe never finds the success that would end exploration and give the learner the form
+to imitate (docs/training.md#exploration).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from typing import Any
 
 #: Key of the per-observation exploration level in ``Observation.extras``.
 EXPLORE_KEY = "explore"
+#: Key marking, in ``Trajectory.extras``, an episode acted greedily as a probe.
+GREEDY_KEY = "greedy"
 #: How a task's level follows its recent success (see the module doc).
 RULES = ("linear", "unsolved")
 
@@ -49,6 +55,7 @@ class TaskExploration:
         rule: str = "linear",
         threshold: float = 0.0,
         probe: int = 0,
+        probe_greedy: bool = False,
     ) -> None:
         if not 0.0 <= max_level < 1.0:
             raise ValueError(f"exploration max_level must be in [0, 1), got {max_level}")
@@ -60,8 +67,11 @@ class TaskExploration:
             raise ValueError(f"exploration threshold must be in [0, 1), got {threshold}")
         if probe < 0 or (probe and rule != "unsolved"):
             raise ValueError(f"exploration probe must be >= 0 and needs rule unsolved, got {probe}")
+        if probe_greedy and not probe:
+            raise ValueError("exploration probe_greedy needs probe > 0")
         self.max_level = max_level
         self.probe = probe
+        self.probe_greedy = probe_greedy
         self._explored: dict[str, int] = {}  # episodes started in the explored state, per task
         self.window = window
         self.rule = rule
@@ -72,8 +82,10 @@ class TaskExploration:
     @classmethod
     def from_config(cls, ex: Any) -> TaskExploration | None:
         """From an `ExplorationConfig` (``max``, ``window``, ``rule``, ``threshold``,
-        ``probe``); None when ``max`` is 0 (off)."""
-        return cls(ex.max, ex.window, ex.rule, ex.threshold, ex.probe) if ex.max > 0 else None
+        ``probe``, ``probe_greedy``); None when ``max`` is 0 (off)."""
+        if ex.max <= 0:
+            return None
+        return cls(ex.max, ex.window, ex.rule, ex.threshold, ex.probe, ex.probe_greedy)
 
     def success_rate(self, task: str) -> float | None:
         """The task's success rate over its recent episodes (None: none seen yet)."""
@@ -84,17 +96,22 @@ class TaskExploration:
     def level(self, task: str | None) -> float:
         """The exploration level of a new episode of ``task`` (unknown tasks: ``max_level``
         under rule ``linear``, 0 under ``unsolved``)."""
+        return self.plan(task)[0]
+
+    def plan(self, task: str | None) -> tuple[float, bool]:
+        """A new episode of ``task``: its exploration level, and whether it acts greedily (a
+        probe, with ``probe_greedy``)."""
         rate = self.success_rate(task) if task is not None else None
         if self.rule == "linear":
-            return self.max_level * (1.0 - (rate or 0.0))
+            return self.max_level * (1.0 - (rate or 0.0)), False
         if rate is None or rate > self.threshold:
-            return 0.0
+            return 0.0, False
         if self.probe and task is not None:
             with self._lock:
                 n = self._explored[task] = self._explored.get(task, 0) + 1
-            if n % self.probe == 0:
-                return 0.0  # a probe: the policy's own success decides when exploring stops
-        return self.max_level
+            if n % self.probe == 0:  # a probe: the policy's own success decides when it stops
+                return 0.0, self.probe_greedy
+        return self.max_level, False
 
     def record(self, task: str, success: bool, level: float = 0.0) -> None:
         """Count one labelled (complete, judged) episode of ``task`` acted at exploration

@@ -150,6 +150,13 @@ class ExplorationConfig:
             "min": 0,
         },
     )
+    probe_greedy: bool = field(
+        default=False,
+        metadata={
+            "help": "the probes act greedily (arg-max), not by sampling: a form the policy solves "
+            "greedily but rarely by sampling then leaves exploration and yields successes"
+        },
+    )
 
 
 @dataclass
