@@ -178,7 +178,10 @@ class Collector:
                 self._history[r.env_id] = []
                 if self.exploration is not None:
                     self._explore[r.env_id], greedy = self.exploration.plan(r.task)
-                    (self._greedy_probe.add if greedy else self._greedy_probe.discard)(r.env_id)
+                    if greedy:
+                        self._greedy_probe.add(r.env_id)
+                    else:
+                        self._greedy_probe.discard(r.env_id)
                 if self.league is not None and r.task is not None:
                     self._policy_of[r.env_id] = self.league.assign(r.task, r.seed)
             if r.observation is not None:
