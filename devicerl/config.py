@@ -1,6 +1,6 @@
 """Configs: YAML files mapped onto dataclasses, with dotted command-line overrides.
 
-- `load_config(Cls, path, ["digirl.actor.lr=3e-4", "env.num_envs=8"])` reads YAML (optional),
+- `load_config(Cls, path, ["actor.lr=3e-4", "env.num_envs=8"])` reads YAML (optional),
   applies overrides (values parsed as YAML scalars), and builds ``Cls`` strictly: an unknown
   key, a value of the wrong type or out of its field's bounds (metadata ``min``/``max``/``gt``/
   ``lt``) raises `ConfigError` in one line naming the dotted key.

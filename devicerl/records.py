@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -61,7 +62,10 @@ class Observation:
 
     ``screenshot`` is an H x W x 3 uint8 array (None when the device was configured not to
     capture pixels, for speed). ``screen_size`` is (width, height) in the pixel space of the
-    screenshot and of element boxes.
+    screenshot and of element boxes. ``previous_actions`` are the episode's actions before this
+    observation, filled in for agents that read them (`Policy.uses_history`): by the collector
+    when acting, by `Trajectory.agent_observation` when learning; devices and the store leave it
+    empty. ``extras`` is free-form user data the framework never reads.
     """
 
     instruction: str
@@ -69,6 +73,7 @@ class Observation:
     screenshot: np.ndarray | None = None
     elements: list[UIElement] = field(default_factory=list)
     step: int = 0
+    previous_actions: tuple[Action, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -95,11 +100,31 @@ class Observation:
 
     def same_screen(self, other: Observation) -> bool:
         """True when ``other`` shows the same thing: instruction, UI elements and pixels
-        (``extras`` are not compared)."""
+        (neither history nor ``extras`` are compared)."""
         if self.instruction != other.instruction or self.elements != other.elements:
             return False
         a, b = self.screenshot, other.screenshot
         return (a is None) == (b is None) and (a is None or np.array_equal(a, b))
+
+
+#: The policy name of a single-policy run (a league of one).
+DEFAULT_POLICY = "agent"
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    """What was decided for one episode before it started (`devicerl.runtime.planning`):
+    the league member that acts (``policy``; a single-policy run's is
+    `DEFAULT_POLICY`), the exploration level every step acts with (``epsilon``: the share of
+    uniform choice an agent mixes into each part of its action; 0: the agent's own), whether it
+    acts greedily (``greedy``; None: as the collector is set), and the group it belongs to when
+    episodes of one task instance run as a group (``group`` id, ``group_size``)."""
+
+    policy: str = DEFAULT_POLICY
+    epsilon: float = 0.0
+    greedy: bool | None = None
+    group: str | None = None
+    group_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -135,10 +160,13 @@ class Task:
 
 @dataclass(frozen=True)
 class TaskInstance:
-    """A task plus the seed that makes its instance deterministic."""
+    """A task plus the seed that makes its instance deterministic, and the plan of the episode
+    that will run it (`devicerl.runtime.planning` decides it; a plain sampler's is the
+    default plan)."""
 
     task: Task
     seed: int
+    plan: EpisodePlan = field(default_factory=EpisodePlan)
 
 
 @dataclass
@@ -200,15 +228,18 @@ class Step:
     verdict: dict[str, Any] | None = None
 
 
-def with_previous_actions(obs: Observation, actions: list[Action]) -> Observation:
-    """A copy of `obs` whose ``extras["previous_actions"]`` are `actions` (the stored
-    observation is left as the device returned it)."""
-    return replace(obs, extras={**obs.extras, "previous_actions": list(actions)})
+def with_previous_actions(obs: Observation, actions: Sequence[Action]) -> Observation:
+    """A copy of `obs` whose ``previous_actions`` are `actions` (the stored observation is left
+    as the device returned it)."""
+    return replace(obs, previous_actions=tuple(actions))
 
 
 @dataclass
 class Trajectory:
-    """One episode, complete once ``end_reason`` is set."""
+    """One episode, complete once ``end_reason`` is set. ``max_steps`` is the task's step
+    budget H, ``plan`` what the collector decided for it (None: collected without a planner,
+    e.g. imported), ``phase`` why it was collected (``train`` or ``eval``). ``extras`` is
+    free-form user data the framework never reads."""
 
     task: str
     instruction: str
@@ -225,6 +256,9 @@ class Trajectory:
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     schema_version: int = SCHEMA_VERSION
+    max_steps: int | None = None
+    plan: EpisodePlan | None = None
+    phase: str = "train"
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -247,8 +281,8 @@ class Trajectory:
     def agent_observation(self, index: int, observation: Observation | None = None) -> Observation:
         """Step `index`'s observation (or ``observation``, e.g. the next one while acting) as a
         history-reading agent sees it: with the episode's earlier actions (those of steps before
-        `index`) in ``extras["previous_actions"]``. The copy is kept with the trajectory
-        (learners ask for the same steps again and again, and featurizers cache by object)."""
+        `index`) in ``previous_actions``. The copy is kept with the trajectory (learners ask for
+        the same steps again and again, and featurizers cache by object)."""
         cache = self.__dict__.setdefault("_agent_observations", {})
         obs = self.steps[index].observation if observation is None else observation
         hit = cache.get(index)
@@ -257,15 +291,10 @@ class Trajectory:
             cache[index] = hit
         return hit[1]
 
-    def acting_observation(self, index: int) -> Observation:
-        """Step `index`'s observation exactly as the policy saw it when it acted: with the
-        episode's earlier actions and the exploration level the collector gave the episode
-        (``extras["explore"]``, stored with the trajectory), so a recomputed log-prob equals
-        the recorded one. Learners train on `agent_observation` instead: the extra
-        exploration is behaviour noise, not part of the policy they fit."""
-        obs = self.agent_observation(index)
-        level = self.extras.get("explore")
-        return obs if level is None else replace(obs, extras={**obs.extras, "explore": level})
+    @property
+    def epsilon(self) -> float:
+        """The exploration level the episode acted with (0 without a plan)."""
+        return self.plan.epsilon if self.plan is not None else 0.0
 
     def is_noop(self, index: int) -> bool:
         """True when step ``index`` changed nothing: no reward, the episode went on, and the
@@ -277,18 +306,11 @@ class Trajectory:
         after = self.final_observation if after is None else after
         return after is not None and step.observation.same_screen(after)
 
-    def without_loops(self) -> Trajectory:
-        """This episode with its detours cut out: whenever a step's screen is one an earlier
-        kept step showed (`Observation.same_screen`), the steps from that earlier one up to
-        this one are dropped, as they led back to where they started. What is left is a path
-        the device can take (each kept step's screen is the one the previous kept action led
-        to) whose screens are all different; the last step always stays, and a step with a
-        reward is never cut (nor anything before it). ``extras["loop_steps_dropped"]`` counts
-        the cut steps. Returns this trajectory itself when nothing is cut; the result is
-        cached (learners ask again every iteration)."""
-        hit = self.__dict__.get("_without_loops")
-        if hit is not None and hit[0] == len(self.steps):
-            return hit[1]
+    def loop_steps(self) -> int:
+        """How many steps were detours: whenever a step's screen is one an earlier kept step
+        showed (`Observation.same_screen`), the steps from that earlier one up to this one led
+        back to where they started. Counts what cutting every detour would drop (the last step
+        and any rewarded step, with what came before it, always stay)."""
         kept: list[int] = []
         start = 0  # kept[:start] ends with a rewarded step: no loop reaches before it
         for i, step in enumerate(self.steps):
@@ -299,15 +321,7 @@ class Trajectory:
             kept.append(i)
             if step.reward:
                 start = len(kept)
-        out = self
-        if len(kept) < len(self.steps):
-            out = replace(
-                self,
-                steps=[self.steps[i] for i in kept],
-                extras={**self.extras, "loop_steps_dropped": len(self.steps) - len(kept)},
-            )
-        self.__dict__["_without_loops"] = (len(self.steps), out)
-        return out
+        return len(self.steps) - len(kept)
 
     @property
     def policy_version(self) -> int:

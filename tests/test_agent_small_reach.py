@@ -15,7 +15,7 @@ from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.agents.small_net import DRAG, POINT, QUIET_LOGIT
-from devicerl.agents.small_paths import points_of
+from devicerl.agents.small_heads import points_of
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement

@@ -1,7 +1,7 @@
 """An agent behind any OpenAI-compatible chat-completions endpoint (vLLM, hosted APIs, Gemini).
 
 Each observation becomes one request: a system prompt generated from the action docs
-(`devicerl.agents.prompt`), the instruction, previous actions (``extras["previous_actions"]``),
+(`devicerl.agents.prompt`), the instruction, previous actions (``Observation.previous_actions``),
 optionally the UI element list, and the screenshot as an image part. The reply is parsed with
 `parse_autoui`. A request that fails after the client's bounded retries (`ChatError`) or a reply
 that does not parse becomes an invalid action with the reason (the device treats it as a no-op);
@@ -79,7 +79,7 @@ class APIAgent(Policy):
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
         cfg = self.config
-        prev = list(obs.extras.get("previous_actions") or [])
+        prev = list(obs.previous_actions)
         prev = prev[-cfg.history :] if cfg.history > 0 else []
         text = user_prompt(obs, prev, cfg.include_elements, cfg.max_elements, cfg.precision)
         content: list[dict[str, Any]] = [text_part(text)]
@@ -107,7 +107,12 @@ class APIAgent(Policy):
         }
         return ActionSample(parse_autoui(reply.text), reply.text, None, extras)
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         if len(observations) <= 1:
             return [self._one(o, greedy) for o in observations]
         workers = min(len(observations), self.client.config.max_concurrency)

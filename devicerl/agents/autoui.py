@@ -1,7 +1,7 @@
 """The AutoUI-style agent: T5 encoder-decoder + a frozen vision encoder fused into the encoder.
 
 Input text: ``Previous Actions: <last actions> Goal: <instruction>`` (previous actions come from
-``Observation.extras["previous_actions"]``, a list of `Action` or strings, when the collector
+``Observation.previous_actions`` when the collector
 provides them). Output: AutoUI's action text (`format_autoui` / `parse_autoui`); a reply that
 does not parse becomes an invalid action carrying the text and the reason, never an exception.
 
@@ -57,8 +57,8 @@ MAX_PREVIOUS_CHARS = 300
 
 def input_text(obs: Observation, history: int, precision: int) -> str:
     """AutoUI's input: ``Previous Actions: ... Goal: <instruction>``."""
-    prev = list(obs.extras.get("previous_actions") or [])[-history:] if history > 0 else []
-    parts = [a if isinstance(a, str) else format_autoui(a, precision=precision) for a in prev]
+    prev = list(obs.previous_actions)[-history:] if history > 0 else []
+    parts = [format_autoui(a, precision=precision) for a in prev]
     parts = [p[:MAX_PREVIOUS_CHARS] for p in parts]  # junk from invalid actions stays short
     return f"Previous Actions: {' '.join(parts)} Goal: {obs.instruction}"
 
@@ -241,7 +241,12 @@ class AutoUIAgent(TorchPolicy):
         ids = list(self.tokenizer(text, add_special_tokens=False).input_ids)
         return [*ids, self.eos_id]
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         if not observations:
             return []
         ids, logps = self.generate(observations, greedy)

@@ -41,14 +41,23 @@ class Policy(ABC):
     #: Sampling temperature; `log_prob` uses the same temperature, so the log-prob recorded at
     #: sampling time and the recomputed one agree.
     temperature: float = 1.0
-    #: True when the policy reads ``observation.extras["previous_actions"]`` (the actions taken
-    #: so far in the episode): collectors fill it in, learners rebuild it from the trajectory
+    #: True when the policy reads ``observation.previous_actions`` (the actions taken so far in
+    #: the episode): collectors fill it in, learners rebuild it from the trajectory
     #: (`Trajectory.agent_observation`), so acting and `log_prob` see the same input.
     uses_history: bool = False
 
     @abstractmethod
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
-        """Choose one action per observation (sampled, or the most likely with ``greedy``)."""
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
+        """Choose one action per observation (sampled, or the most likely with ``greedy``).
+
+        ``epsilon``: per observation, the exploration level its episode's plan asks for (the
+        share of uniform choice to mix into each part of the action); agents without such a
+        notion ignore it. Collectors pass it only when exploration is on."""
 
     def log_prob(
         self,
@@ -57,14 +66,15 @@ class Policy(ABC):
         texts: Sequence[str | None] | None = None,
         *,
         floor: bool = True,
+        epsilon: Sequence[float] | None = None,
     ) -> torch.Tensor:
         """Log-probabilities of ``actions`` (a differentiable 1-D tensor).
 
         ``texts`` are the generated texts recorded with the actions (`Step.text`); text-generating
-        agents score those exact texts when given, else the actions' canonical text. With
-        ``floor=False``, an agent that mixes a uniform exploration floor into its choices when it
-        acts scores the actions under its network's own distribution, without the floor (agents
-        without one ignore it).
+        agents score those exact texts when given, else the actions' canonical text. An agent
+        that mixes a uniform exploration floor into its choices scores under the floor it acts
+        with (raised to ``epsilon`` as in `act`), or with ``floor=False`` under its network's
+        own distribution (agents without a floor ignore both).
         """
         raise NotImplementedError(not_trainable_message(self))
 
@@ -96,7 +106,12 @@ class FunctionPolicy(Policy):
     def __init__(self, fn: Callable[[list[Observation]], Sequence[Action | ActionSample]]) -> None:
         self.fn = fn
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         out = list(self.fn(list(observations)))
         if len(out) != len(observations):
             raise ValueError(

@@ -166,19 +166,12 @@ class SmallAgentConfig:
         3.0,
         "initial weight of the prior for typing a quoted phrase of the instruction (0: none)",
     )
-    explore: float = _opt(
+    epsilon: float = _opt(
         0.05,
-        "fraction of a uniform choice mixed into the action-type and element choices, in "
-        "sampling and log-probs alike; keeps a policy that never succeeds from collapsing "
-        "(0: off)",
+        "share of a uniform choice mixed into the action-type and element choices, in sampling "
+        "and log-probs alike; keeps a policy that never succeeds from collapsing (0: off)",
         min=0,
         lt=1,
-    )
-    explore_spans: bool = _opt(
-        False,
-        "the exploration floor (explore, or a collector's per-task level) also covers the typed "
-        "span: that share of a uniform choice over the instruction's quoted phrases (none when "
-        "it has none)",
     )
     seed: int = _opt(0, "seed of the initial weights", min=0)
     features: FeatureConfig = field(default_factory=FeatureConfig)
@@ -225,8 +218,8 @@ class SmallAgentConfig:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if self.temperature <= 0:
             raise ValueError("temperature must be > 0 (use greedy=True for argmax actions)")
-        if not 0.0 <= self.explore < 1.0:
-            raise ValueError(f"explore must be in [0, 1), got {self.explore}")
+        if not 0.0 <= self.epsilon < 1.0:
+            raise ValueError(f"epsilon must be in [0, 1), got {self.epsilon}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

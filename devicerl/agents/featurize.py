@@ -8,7 +8,7 @@ both directions, where in the instruction it matches). These overlap features ar
 bias that lets a small model learn tap/type tasks in seconds. Matching is on lower-cased word
 sequences, so "Submit" matches "press submit" but not "submitted".
 
-With ``history`` on, the episode's earlier actions (``extras["previous_actions"]``, filled by
+With ``history`` on, the episode's earlier actions (``Observation.previous_actions``, filled by
 the collector for agents whose ``uses_history`` is true) add features: per element, whether the
 last action tapped it and how often earlier actions did; per instruction token, whether the
 last / an earlier action typed it; and a global row (the last action's type, how many actions
@@ -171,21 +171,6 @@ def tapped_elements(
         return math.hypot(max(left - px, 0.0, px - right), max(top - py, 0.0, py - bottom))
 
     return [min(range(len(elements)), key=dist)], False, "nearest element"
-
-
-def _previous_actions(obs: Observation) -> list[Action]:
-    """The earlier actions in ``extras["previous_actions"]``: `Action`s, or their dict form;
-    anything else (e.g. another agent's raw text) is skipped."""
-    out = []
-    for a in obs.extras.get("previous_actions") or []:
-        if isinstance(a, Action):
-            out.append(a)
-        elif isinstance(a, dict):
-            try:
-                out.append(Action.from_dict(a))
-            except (KeyError, TypeError, ValueError):
-                continue
-    return out
 
 
 def _typed_tokens(instruction: str, tokens, text: str) -> set[int]:
@@ -478,7 +463,7 @@ class Featurizer:
                 [*f, float(role_mentioned(el.role, instr_words))]
                 for f, el in zip(row["el_feats"], elements)
             ]
-        prev = _previous_actions(obs) if cfg.history or cfg.field_labels else []
+        prev = list(obs.previous_actions) if cfg.history or cfg.field_labels else []
         if cfg.history:
             tok_h, el_h, row["history"] = _history_features(obs, prev, tokens, meta)
             row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_h)]

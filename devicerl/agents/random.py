@@ -29,7 +29,12 @@ class RandomPolicy(Policy):
             return Action.tap(*obs.to_normalised(cx, cy))
         return Action.tap(self.rng.random(), self.rng.random())
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         return [ActionSample(self._one(o)) for o in observations]
 
 
@@ -95,7 +100,12 @@ class UniformPolicy(Policy):
             return Action.type_text(span_text(meta, *self.rng.choice(spans)))
         return Action(kind)
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         if not observations:
             return []
         metas = self.featurizer(list(observations)).meta

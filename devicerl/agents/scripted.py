@@ -39,7 +39,12 @@ class SyntheticOracle(Policy):
             return Action.type_text(word)
         return Action.tap(*obs.to_normalised(*target.center))
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         return [ActionSample(self._one(o), log_prob=0.0) for o in observations]
 
 
@@ -74,7 +79,7 @@ class PlanOracle(SyntheticOracle):
         plan = obs.extras.get("oracle_plan")
         if plan is None:
             return super()._one(obs)
-        done = len(obs.extras.get("previous_actions") or [])
+        done = len(obs.previous_actions)
         if done >= len(plan):
             return Action(ActionType.STATUS_TASK_COMPLETE)
         return _plan_action(obs, plan[done])

@@ -40,17 +40,9 @@ from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
-from devicerl.agents.small_net import (
-    BASIC_GESTURES,
-    DRAG,
-    GESTURES,
-    POINT,
-    SmallAgentConfig,
-    SmallPolicyNet,
-)
-from devicerl.agents.small_paths import (
+from devicerl.agents.small_heads import (
     Alternatives,
-    Explore,
+    Epsilon,
     Extras,
     HeadLogProbs,
     build_point_action,
@@ -63,20 +55,30 @@ from devicerl.agents.small_paths import (
     type_target,
     with_floor,
 )
+from devicerl.agents.small_net import (
+    BASIC_GESTURES,
+    DRAG,
+    GESTURES,
+    POINT,
+    SmallAgentConfig,
+    SmallPolicyNet,
+)
 from devicerl.agents.small_text import CharSource
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
 from devicerl.errors import DataError
 from devicerl.records import Observation
 
-#: Highest exploration floor a collector may ask for (a policy that is all noise learns nothing).
-MAX_EXPLORE = 0.95
+#: Highest exploration level a collector may ask for (a policy that is all noise learns nothing).
+MAX_EPSILON = 0.95
 #: Log-prob given to an action part the agent cannot express (see the module doc).
 UNREPRESENTABLE_LOG_PROB = -50.0
 #: Swipes run from the screen centre, this far (normalised) in their direction.
 SWIPE_LENGTH = 0.3
 _SWIPE_VECTORS = {"up": (0.0, -1.0), "down": (0.0, 1.0), "left": (-1.0, 0.0), "right": (1.0, 0.0)}
 WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "small_agent.json"
-__all__ = ["Explore", "HeadLogProbs", "SmallAgent", "head_log_probs", "with_floor"]
+#: Version of the saved config's layout; `saved_config` reads every earlier one.
+CONFIG_FORMAT = 2
+__all__ = ["Epsilon", "HeadLogProbs", "SmallAgent", "head_log_probs", "with_floor"]
 
 
 @dataclass
@@ -169,28 +171,31 @@ class SmallAgent(TorchPolicy):
     def featurize(self, observations: Sequence[Observation]) -> FeatureBatch:
         return self.featurizer(list(observations)).to(self.device)
 
-    def head_log_probs(self, batch: FeatureBatch, explore: Explore | None = None) -> HeadLogProbs:
-        floor = self.config.explore if explore is None else explore
+    def head_log_probs(self, batch: FeatureBatch, epsilon: Epsilon | None = None) -> HeadLogProbs:
+        floor = self.config.epsilon if epsilon is None else epsilon
         return head_log_probs(self.module(batch), self.temperature, floor)
 
-    def _explore_levels(self, observations: Sequence[Observation]) -> Explore:
-        """The exploration floor of each observation: the configured one, raised to the level a
-        collector asks for in ``extras["explore"]`` (`devicerl.runtime.exploration`)."""
-        base = self.config.explore
-        asked = [o.extras.get("explore") for o in observations]
-        if all(a is None for a in asked):
+    def _epsilons(self, asked: Sequence[float] | None) -> Epsilon:
+        """The floor of each observation: the configured one, raised to the level a collector
+        asks for (its episode plan's ``epsilon``, `devicerl.runtime.planning`)."""
+        base = self.config.epsilon
+        if asked is None:
             return base
-        levels = [min(max(base, float(a or 0.0)), MAX_EXPLORE) for a in asked]
+        levels = [min(max(base, float(a)), MAX_EPSILON) for a in asked]
         return torch.tensor(levels, device=self.device).unsqueeze(-1)
 
     # -- acting --------------------------------------------------------------------------------
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         if not observations:
             return []
         batch = self.featurize(observations)
-        explore = self._explore_levels(observations)
         with torch.no_grad():
-            lp = self.head_log_probs(batch, explore)
+            lp = self.head_log_probs(batch, self._epsilons(epsilon))
             choice = self._choose(lp, greedy)
             more = self._choose_more(lp, batch.meta, choice, greedy)
         samples = []
@@ -216,7 +221,7 @@ class SmallAgent(TorchPolicy):
         def pick(logp: torch.Tensor) -> torch.Tensor:
             return self._pick(logp, greedy)
 
-        span = lp.span_greedy if greedy and lp.span_greedy is not None else lp.span
+        span = lp.span
         start = pick(span.logsumexp(-1)).to(span.device)
         rows = torch.arange(start.shape[0], device=span.device)
         end_lp = span[rows, start]
@@ -380,17 +385,16 @@ class SmallAgent(TorchPolicy):
         texts: Sequence[str | None] | None = None,
         *,
         floor: bool = True,
+        epsilon: Sequence[float] | None = None,
     ) -> torch.Tensor:
-        """Differentiable log-probs of ``actions`` (``texts`` is ignored: nothing is generated);
-        ``floor=False``: under the network's own distribution, without the exploration floor."""
+        """Differentiable log-probs of ``actions`` (``texts`` is ignored: nothing is generated)
+        under the floor the agent acts with (raised to ``epsilon`` per observation, as in
+        `act`); ``floor=False``: under the network's own distribution, without any floor."""
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
         batch = self.featurize(observations)
-        # the level the collector asked for when acting, when the observation carries it
-        # (`Trajectory.acting_observation`), so recorded and recomputed log-probs agree
-        explore = self._explore_levels(observations) if floor else 0.0
-        lp = self.head_log_probs(batch, explore)
+        lp = self.head_log_probs(batch, self._epsilons(epsilon) if floor else 0.0)
         targets = [self.action_target(m, a) for m, a in zip(batch.meta, actions)]
         return self._score(lp, targets, batch.meta)
 
@@ -404,7 +408,9 @@ class SmallAgent(TorchPolicy):
         state = {k: v.detach().cpu().contiguous() for k, v in self.module.state_dict().items()}
         save_file(state, str(out / WEIGHTS_FILE))
         cfg = self.config.to_dict()
-        write_json(out / CONFIG_FILE, {"config": cfg, "version": self.version, "format": 1})
+        write_json(
+            out / CONFIG_FILE, {"config": cfg, "version": self.version, "format": CONFIG_FORMAT}
+        )
 
     def _read_weights(self, src: Path) -> dict[str, torch.Tensor]:
         from safetensors import SafetensorError
@@ -467,19 +473,29 @@ class SmallAgent(TorchPolicy):
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> SmallAgent:
         """Build the agent from a saved directory's config, then load its weights."""
-        meta = read_json(Path(path) / CONFIG_FILE)
-        cfg = dict(meta.get("config", {}))
-        if cfg.get("allowed_types") is not None:
-            cfg["allowed_types"] = tuple(cfg["allowed_types"])
-        features = dict(cfg.pop("features", {}))
-        for newer in ("history", "role_mention"):  # saved before these features existed
-            features.setdefault(newer, False)
-        if features.get("screenshot_size") is not None:
-            features["screenshot_size"] = tuple(features["screenshot_size"])
-        try:
-            config = SmallAgentConfig(**cfg, features=features)  # type: ignore[arg-type]
-        except TypeError as e:
-            raise DataError(f"{path}/{CONFIG_FILE}: unknown config field ({e})") from None
-        agent = cls(config, device=device)
+        agent = cls(saved_config(read_json(Path(path) / CONFIG_FILE), path), device=device)
         agent.load(path)
         return agent
+
+
+def saved_config(meta: dict[str, Any], path: str | Path) -> SmallAgentConfig:
+    """The `SmallAgentConfig` of a saved agent's JSON, whatever its format: format 1 called the
+    floor ``explore`` and had an ``explore_spans`` switch (always off in saved agents); agents
+    saved before ``history`` and ``role_mention`` existed had them off."""
+    cfg = dict(meta.get("config", {}))
+    if int(meta.get("format", 1)) < 2:
+        if "explore" in cfg:
+            cfg["epsilon"] = cfg.pop("explore")
+        if cfg.pop("explore_spans", False):
+            raise DataError(f"{path}/{CONFIG_FILE}: explore_spans is no longer supported")
+    if cfg.get("allowed_types") is not None:
+        cfg["allowed_types"] = tuple(cfg["allowed_types"])
+    features = dict(cfg.pop("features", {}))
+    for newer in ("history", "role_mention"):
+        features.setdefault(newer, False)
+    if features.get("screenshot_size") is not None:
+        features["screenshot_size"] = tuple(features["screenshot_size"])
+    try:
+        return SmallAgentConfig(**cfg, features=features)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise DataError(f"{path}/{CONFIG_FILE}: unknown config field ({e})") from None

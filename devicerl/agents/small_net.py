@@ -72,8 +72,6 @@ class HeadLogits(NamedTuple):
     source: torch.Tensor | None = None  # [B, 3] typed-text source (instruction, page, free)
     #: page-text spans: element [B, Le], start [B, Le, W], end [B, Le, W, W]
     page: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-    #: [B, Li(start), Li(end)] bool, the spans that are a whole quoted phrase (explore_spans)
-    quoted_spans: torch.Tensor | None = None
 
 
 def cell_boxes(grid: tuple[int, int]) -> torch.Tensor:
@@ -360,16 +358,12 @@ class SmallPolicyNet(nn.Module):
         if self.span_length is not None:  # the span's length (relative positions)
             end = end + self.span_length[offset.clamp(0, cfg.max_span - 1)]
         end_ok = end_ok.unsqueeze(0) & enc.instr_mask.unsqueeze(1)
-        quoted_spans = None
         if quoted is not None:  # boundaries of quoted phrases (see SmallAgentConfig.quote_prior)
             q = quoted * enc.instr_mask
             first = q * (1 - F.pad(q, (1, 0))[:, :-1])
             last = q * (1 - F.pad(q, (0, 1))[:, 1:])
             start = start + self.quote_prior * first
             end = end + self.quote_prior * last.unsqueeze(1)
-            if cfg.explore_spans:  # from a phrase's first token to the next last one
-                ends = (last.unsqueeze(1) > 0) & end_ok
-                quoted_spans = (first.unsqueeze(-1) > 0) & ends & (ends.cumsum(-1) == 1)
         return HeadLogits(
             self.type_head(g).masked_fill(~type_ok, MASKED),
             gesture.masked_fill(~gest_ok, MASKED),
@@ -380,5 +374,4 @@ class SmallPolicyNet(nn.Module):
             touch,
             source,
             page,
-            quoted_spans,
         )

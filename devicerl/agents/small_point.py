@@ -26,7 +26,7 @@ POINT_TOL = 1e-6
 #: Frequencies of the Fourier features that tell the lift pointers where the touch landed.
 _FREQS = (1.0, 2.0, 4.0, 8.0, 16.0)
 
-Path = tuple[int, int]  # (anchor index: grid cells first, then elements; offset index)
+PointChoice = tuple[int, int]  # (anchor index: grid cells first, then elements; offset index)
 
 
 def anchor_boxes(meta: ObsMeta, grid: tuple[int, int]) -> np.ndarray:
@@ -55,7 +55,7 @@ def anchor_points(meta: ObsMeta, grid: tuple[int, int], k: int) -> np.ndarray:
     return np.clip(np.stack([x, y], -1), 0.0, 1.0)
 
 
-def point_paths(points: np.ndarray, x: float, y: float) -> tuple[list[Path], bool]:
+def point_choices(points: np.ndarray, x: float, y: float) -> tuple[list[PointChoice], bool]:
     """The (anchor, offset) pairs that give the point (x, y) exactly; else the nearest pair
     (flagged inexact: e.g. a tap recorded by another agent)."""
     d = np.maximum(np.abs(points[..., 0] - x), np.abs(points[..., 1] - y))

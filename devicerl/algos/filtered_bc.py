@@ -1,4 +1,4 @@
-"""Filtered behaviour cloning: imitate the top-p trajectories by return.
+"""Filtered behaviour cloning: imitate every step of the top-p trajectories by return.
 
 Rule when few succeed (the reference's edge case): a trajectory with return <= 0 is never kept.
 When fewer than ``ceil(top_p * N)`` trajectories succeed, only the successful ones are kept;
@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import torch
+
 from devicerl.agents.base import Policy
-from devicerl.algos.base import Learner, Sample, every_step, top_p_by_return, usable
-from devicerl.algos.config import FilteredBCConfig as FilteredBCConfig  # re-export
+from devicerl.algos.base import Learner, usable
+from devicerl.algos.config import ActorConfig, FilteredBCConfig
+from devicerl.algos.regression import Regression
+from devicerl.algos.selection import EveryStep, SkipNoops, TopPByReturn, run_steps
 from devicerl.records import Trajectory
 
 
@@ -20,21 +24,27 @@ class FilteredBC(Learner):
 
     name = "filtered_bc"
 
-    def __init__(self, actor: Policy, config: FilteredBCConfig, seed: int = 0) -> None:
-        super().__init__(actor, config.actor, seed)
+    def __init__(
+        self, actor: Policy, config: FilteredBCConfig, actor_config: ActorConfig, seed: int = 0
+    ) -> None:
+        super().__init__(actor, seed)
         self.config = config
+        self.regression = Regression(actor, actor_config, self.rng, self.grad_sync)
+        self.selection = [TopPByReturn(config.top_p), EveryStep()]
+        if actor_config.skip_noops:
+            self.selection.append(SkipNoops())
 
-    def select(self, data: Sequence[Trajectory]) -> tuple[list[Sample], dict[str, float]]:
-        """Every step of the top-p trajectories by return (never a failure; with
-        ``actor.drop_loops``, less their detours)."""
-        kept, stats = self.without_loops(top_p_by_return(data, self.config.top_p))
-        return every_step(kept), {"train/kept_trajectories": float(len(kept)), **stats}
+    def parts(self) -> list[Regression]:
+        return [self.regression]
+
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        return {"actor": self.regression.optimizer}
 
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         data = usable(trajectories)
         if not data:
             return {"train/data_trajectories": 0.0}
-        samples, stats = self.select(data)
-        metrics = self.actor_step(samples, data)
-        metrics["train/data_trajectories"] = float(len(data))
-        return {**metrics, **stats}
+        sel = run_steps(self.selection, data)
+        metrics = self.regression.step(sel.samples, data)
+        self.updates_done += int(metrics.get("train/actor_updates", 0))
+        return {"train/data_trajectories": float(len(data)), **metrics, **sel.stats}

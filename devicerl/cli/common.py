@@ -110,7 +110,7 @@ def config_help(cls: type) -> str:
 
 #: The ``--set`` example shown for each config class (a real key of it; a test checks).
 EXAMPLES = {
-    "TrainConfig": "digirl.actor.lr=3e-4",
+    "TrainConfig": "actor.lr=3e-4",
     "JudgeConfig": "chat.model=gpt-4o",
     "ViewConfig": "max_episodes=50",
     "ImportConfig": "image_root=/data/digirl/images",

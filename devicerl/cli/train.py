@@ -84,21 +84,19 @@ def _train(args: argparse.Namespace, group) -> int:
             return 0
         check_run_config(cfg)
         # torch loads here, not for --help
-        from devicerl.runtime.league.trainer import make_trainer
+        from devicerl.runtime.trainer import Trainer
 
         run_dir.lock()
-        trainer = make_trainer(cfg, run_dir, resume=True, group=group)
+        trainer = Trainer(cfg, run_dir, resume=True, group=group)
         if overrides:
             run_dir.save_config(cfg)
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
         check_run_config(cfg)
-        from devicerl.runtime.league.trainer import make_trainer
+        from devicerl.runtime.trainer import Trainer
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
-        run_dir, trainer = start_new_run(
-            args, cfg, prefix, lambda r: make_trainer(cfg, r, group=group)
-        )
+        run_dir, trainer = start_new_run(args, cfg, prefix, lambda r: Trainer(cfg, r, group=group))
     summary = trainer.run()
     print(
         json.dumps({k: v for k, v in summary.items() if k not in ("eval", "league")}, default=str)

@@ -8,7 +8,8 @@ keeps numpy arrays exactly). A screenshot identical to an earlier one in the sam
 stored once: the later row holds ``screenshot = null`` and ``screenshot_ref`` = the step index
 of the row with the bytes.
 
-Bump `STORE_VERSION` when a column changes meaning; readers refuse shards from a newer version.
+Bump `STORE_VERSION` when a column changes meaning; readers refuse shards from a newer version
+and read older ones (version 1 had no plan, step-budget or phase columns: those read as unset).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import pyarrow as pa
 from devicerl.actions import Action
 from devicerl.data.codec import decode_image, dumps_json, encode_image, loads_json
 from devicerl.errors import DataError
-from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
 from devicerl.secrets import scrubber
 
 #: Version of the shard layout (file metadata key ``devicerl.store_version``).
-STORE_VERSION = 1
+STORE_VERSION = 2
 META_VERSION = b"devicerl.store_version"
 META_CODEC = b"devicerl.codec"
 
@@ -62,6 +63,13 @@ EPISODE_FIELDS = [
     ("episode_started_at", pa.float64()),
     ("episode_ended_at", pa.float64()),
     ("record_schema", pa.int32()),
+    ("max_steps", pa.int32()),
+    ("phase", pa.string()),
+    ("plan_policy", pa.string()),
+    ("plan_epsilon", pa.float64()),
+    ("plan_greedy", pa.bool_()),
+    ("plan_group", pa.string()),
+    ("plan_group_size", pa.int32()),
     ("episode_extras", pa.string()),
 ]
 
@@ -94,6 +102,16 @@ ROW_FIELDS = [
 ]
 
 SCHEMA = pa.schema(EPISODE_FIELDS + ROW_FIELDS)
+#: Columns a version-1 shard lacks.
+ADDED_AFTER_V1 = (
+    "max_steps",
+    "phase",
+    "plan_policy",
+    "plan_epsilon",
+    "plan_greedy",
+    "plan_group",
+    "plan_group_size",
+)
 EPISODE_COLUMNS = [name for name, _ in EPISODE_FIELDS]
 
 
@@ -119,8 +137,35 @@ def _episode_values(t: Trajectory) -> dict[str, Any]:
         "episode_started_at": float(t.started_at),
         "episode_ended_at": t.ended_at,
         "record_schema": int(t.schema_version),
+        "max_steps": t.max_steps,
+        "phase": t.phase,
+        **_plan_values(t.plan),
         "episode_extras": dumps_json(t.extras),
     }
+
+
+def _plan_values(plan: EpisodePlan | None) -> dict[str, Any]:
+    if plan is None:
+        return {}
+    return {
+        "plan_policy": plan.policy,
+        "plan_epsilon": float(plan.epsilon),
+        "plan_greedy": plan.greedy,
+        "plan_group": plan.group,
+        "plan_group_size": int(plan.group_size),
+    }
+
+
+def _plan(head: dict[str, Any]) -> EpisodePlan | None:
+    if head.get("plan_policy") is None:
+        return None
+    return EpisodePlan(
+        policy=head["plan_policy"],
+        epsilon=float(head["plan_epsilon"] or 0.0),
+        greedy=head["plan_greedy"],
+        group=head["plan_group"],
+        group_size=int(head["plan_group_size"] or 1),
+    )
 
 
 def _element_dict(e: UIElement) -> dict[str, Any]:
@@ -308,6 +353,9 @@ def rows_to_trajectory(rows: list[dict[str, Any]], screenshots: bool = True) -> 
         started_at=head["episode_started_at"],
         ended_at=head["episode_ended_at"],
         schema_version=head["record_schema"],
+        max_steps=head.get("max_steps"),
+        phase=head.get("phase") or "train",
+        plan=_plan(head),
         extras=loads_json(head["episode_extras"]) or {},
     )
     decoded: dict[int, np.ndarray] = {}

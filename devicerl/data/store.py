@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from devicerl.data.codec import DEFAULT_CODEC, check_codec
 from devicerl.data.schema import (
+    ADDED_AFTER_V1,
     EPISODE_COLUMNS,
     META_VERSION,
     SCHEMA,
@@ -228,7 +229,8 @@ def _open_shard(path: Path) -> pq.ParquetFile:
             f"({STORE_VERSION}); upgrade devicerl to read it"
         )
     names = set(schema.names)
-    missing = [n for n in SCHEMA.names if n not in names]
+    later = () if int(version) >= STORE_VERSION else ADDED_AFTER_V1
+    missing = [n for n in SCHEMA.names if n not in names and n not in later]
     if missing:
         raise DataError(f"trajectory shard {path} lacks columns {missing}")
     return pf
@@ -240,10 +242,17 @@ def _read(
     pf = _open_shard(path)  # first: a foreign or newer shard is named as such
     if verify is not None:
         verify(path)
+    wanted = list(columns) if columns is not None else SCHEMA.names
+    present = set(pf.schema_arrow.names)
     try:
-        return pf.read(columns=list(columns) if columns is not None else None)
+        table = pf.read(columns=[c for c in wanted if c in present])
     except Exception as e:
         raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
+    for i, name in enumerate(wanted):  # an older shard lacks the columns added since: unset
+        if name not in present:
+            field = SCHEMA.field(name)
+            table = table.add_column(i, field, pa.nulls(table.num_rows, field.type))
+    return table
 
 
 class TrajectoryStore:

@@ -2,7 +2,7 @@
 
     policies:
       generalist: {algo: digirl, tasks: "*"}
-      clicks: {algo: digirl, tasks: "click-*", digirl: {actor: {lr: 3e-4}}}
+      clicks: {algo: digirl, tasks: "click-*", actor: {lr: 3e-4}}
       old: {agent: {kind: small, path: runs/x/agent}, trainable: false}
     league:
       mapping: [{tasks: "click-*", policy: clicks, weight: 1}, {tasks: "*", policy: generalist}]
@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from devicerl.agents.factory import AgentSpec
-from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
+from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig, FilteredBCConfig
 from devicerl.errors import ConfigError
 
 #: Policy names become file and TensorBoard names: keep them plain.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: Hyperparameters PBT can search (`devicerl.league.hparams` maps each onto a config field).
-PBT_HPARAMS = ("actor_lr", "top_p", "explore")
+PBT_HPARAMS = ("actor_lr", "top_p", "epsilon")
 #: A league member's name may also hold '@' (snapshots are ``source@iteration``).
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,95}$")
 
@@ -45,6 +45,8 @@ class PolicySpec:
         default="*",
         metadata={"help": "glob of the tasks it trains on (its cluster; '*': all tasks)"},
     )
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
     digirl: DigiRLConfig = field(default_factory=DigiRLConfig)
     filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
     learn_from: list[str] = field(
@@ -117,7 +119,7 @@ class PBTConfig:
         default_factory=lambda: {
             "actor_lr": (1e-5, 1e-3),
             "top_p": (0.05, 0.5),
-            "explore": (0.0, 0.3),
+            "epsilon": (0.0, 0.3),
         },
         metadata={"help": "searched hyperparameter -> (low, high) resample range"},
     )

@@ -1,6 +1,6 @@
 """The hyperparameters a population searches, read from and written into a `PolicySpec`.
 
-Each name maps onto one config field (``actor_lr`` -> ``<algo>.actor.lr``), so a member's
+Each name maps onto one config field (``actor_lr`` -> ``actor.lr``), so a member's
 hyperparameters live in its spec (saved with the league) and an exploit copies them by value.
 """
 
@@ -18,22 +18,22 @@ def _algo(spec: PolicySpec) -> Any:
 
 
 def _set_actor_lr(spec: PolicySpec, v: float) -> None:
-    _algo(spec).actor.lr = v
+    spec.actor.lr = v
 
 
 def _set_top_p(spec: PolicySpec, v: float) -> None:
     _algo(spec).top_p = v
 
 
-def _set_explore(spec: PolicySpec, v: float) -> None:
-    spec.agent.small = dataclasses.replace(spec.agent.small, explore=v)
+def _set_epsilon(spec: PolicySpec, v: float) -> None:
+    spec.agent.small = dataclasses.replace(spec.agent.small, epsilon=v)
 
 
 #: name -> (read, write) of the config field it stands for.
 HPARAMS: dict[str, tuple[Callable[[PolicySpec], float], Callable[[PolicySpec, float], None]]] = {
-    "actor_lr": (lambda s: _algo(s).actor.lr, _set_actor_lr),
+    "actor_lr": (lambda s: s.actor.lr, _set_actor_lr),
     "top_p": (lambda s: _algo(s).top_p, _set_top_p),
-    "explore": (lambda s: s.agent.small.explore, _set_explore),
+    "epsilon": (lambda s: s.agent.small.epsilon, _set_epsilon),
 }
 
 assert set(HPARAMS) == set(PBT_HPARAMS)
@@ -42,7 +42,7 @@ assert set(HPARAMS) == set(PBT_HPARAMS)
 LIMITS: dict[str, tuple[float, float]] = {
     "actor_lr": (1e-8, 1.0),
     "top_p": (1e-3, 1.0),
-    "explore": (0.0, 0.5),
+    "epsilon": (0.0, 0.5),
 }
 
 
@@ -59,7 +59,7 @@ def set_hparams(spec: PolicySpec, values: dict[str, float]) -> None:
 
 
 def apply_to_policy(policy: Any, spec: PolicySpec) -> None:
-    """Make a live small agent act with the spec's exploration (it reads ``config.explore``)."""
+    """Make a live small agent act with the spec's exploration floor (``config.epsilon``)."""
     config = getattr(policy, "config", None)
-    if config is not None and hasattr(config, "explore"):
-        policy.config = dataclasses.replace(config, explore=spec.agent.small.explore)
+    if config is not None and hasattr(config, "epsilon"):
+        policy.config = dataclasses.replace(config, epsilon=spec.agent.small.epsilon)

@@ -4,8 +4,9 @@
 (`devicerl.league.hparams`: actor lr, top-p, exploration). Every ``interval`` iterations the
 bottom ``quantile`` of the population (by windowed success) takes the weights and
 hyperparameters of a random member of the top quantile (exploit) and then changes each
-hyperparameter (explore): with ``resample_probability`` a fresh draw from its range, else its
-value times 0.8 or 1.2. Defaults and quantile sizes follow Ray Tune's `PopulationBasedTraining`.
+hyperparameter (perturb; the paper's "explore"): with ``resample_probability`` a fresh draw
+from its range, else its value times 0.8 or 1.2. Defaults and quantile sizes follow Ray Tune's
+`PopulationBasedTraining`.
 
 Weights are copied by value (`get_weights` returns fresh tensors); the members' optimiser state
 is the trainer's: a history entry ``{"event": "exploit", ...}`` tells it which learner to reset.
@@ -74,7 +75,7 @@ class PBT:
             return math.exp(self.rng.uniform(math.log(low), math.log(high)))
         return self.rng.uniform(low, high)
 
-    def explore(self, values: dict[str, float]) -> dict[str, float]:
+    def perturb(self, values: dict[str, float]) -> dict[str, float]:
         """Resample (probability ``resample_probability``) or perturb each hyperparameter."""
         out = {}
         for name, value in values.items():
@@ -90,13 +91,13 @@ class PBT:
 
     def exploit(self, target: str, donor: str) -> dict[str, Any]:
         """``target`` takes ``donor``'s weights (copied, not shared) and hyperparameters, then
-        explores them; its success windows become the donor's."""
+        perturbs them; its success windows become the donor's."""
         dst, src = self.league[target], self.league[donor]
         dst.policy.set_weights(src.policy.get_weights(), version=dst.policy.version + 1)
         donor_values = get_hparams(src.spec, self.names)
         set_hparams(dst.spec, donor_values)
-        explored = self.explore(donor_values)
-        set_hparams(dst.spec, explored)
+        perturbed = self.perturb(donor_values)
+        set_hparams(dst.spec, perturbed)
         apply_to_policy(dst.policy, dst.spec)
         self.league.success.copy_policy(donor, target)
         self.league.since_snapshot[target] = 0

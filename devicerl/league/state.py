@@ -60,7 +60,12 @@ class Frozen(Policy):
         if callable(train):
             train(False)  # no dropout while it acts
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
         return self.inner.act(observations, greedy)
 
     def log_prob(self, observations, actions, texts=None, **kwargs):  # type: ignore[no-untyped-def]

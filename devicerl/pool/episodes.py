@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from devicerl.agents.base import ActionSample
 from devicerl.pool.workers.base import Reply
-from devicerl.records import EndReason, Observation, Step, StepResult, Trajectory
+from devicerl.records import EndReason, EpisodePlan, Observation, Step, StepResult, Trajectory
 from devicerl.tasks.base import TaskInstance
 
 
@@ -22,8 +22,8 @@ class Ready:
     ``first``), or None when the device has nothing to act on now (it is restarting, retired,
     or out of tasks). ``result`` is the device's last `StepResult` (with ``first``: the step
     that ended the previous episode; None after a failure). ``trajectory`` is the episode that
-    just ended, if any. ``task`` and ``seed`` name the new episode's task instance (set with
-    ``first``).
+    just ended, if any. ``task`` and ``seed`` name the new episode's task instance and ``plan``
+    its plan (set with ``first``).
     """
 
     env_id: int
@@ -34,6 +34,7 @@ class Ready:
     retired: bool = False
     task: str | None = None
     seed: int | None = None
+    plan: EpisodePlan | None = None
 
 
 @dataclass
@@ -60,7 +61,8 @@ def new_trajectory(inst: TaskInstance, reply: Reply | None, env_id: int, label: 
         env_id=env_id,
         device=label,
         reset_time_s=reply.elapsed_s if reply is not None else 0.0,
-        extras={"max_steps": inst.task.max_steps},
+        max_steps=inst.task.max_steps,
+        plan=inst.plan,
     )
 
 

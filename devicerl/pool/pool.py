@@ -81,8 +81,8 @@ class _Slot:
 def _as_sampler(tasks: TaskSampler | Sequence[Task] | str | None, seed: int) -> TaskSampler:
     if tasks is None:
         raise ConfigError("EnvPool needs tasks: a TaskSampler, a list of Task or a task spec")
-    if isinstance(tasks, TaskSampler):
-        return tasks
+    if isinstance(tasks, TaskSampler) or callable(getattr(tasks, "next", None)):
+        return tasks  # a sampler, or anything handing out instances (e.g. an episode planner)
     if isinstance(tasks, str):
         from devicerl.tasks.registry import resolve
 
@@ -408,7 +408,7 @@ class EnvPool:
         last, slot.last = slot.last, None
         ready = Ready(slot.env_id, None, last)
         ready.observation, ready.first = reply.observation, True
-        ready.task, ready.seed = inst.task.name, inst.seed
+        ready.task, ready.seed, ready.plan = inst.task.name, inst.seed, inst.plan
         ready.trajectory, slot.finished = slot.finished, None
         self._out.append(ready)
 

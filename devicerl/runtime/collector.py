@@ -1,52 +1,65 @@
-"""`Collector`: runs an agent on an `EnvPool` and yields complete trajectories.
+"""`Collector`: runs policies on an `EnvPool` and yields complete trajectories.
 
-Each round it takes whatever devices are ready, asks the policy for all their actions in one
-batched call, sends them, and hands out the episodes that ended. Every step records the
-policy's ``version`` and its share of the agent's time. A trainer publishes new weights with
-`Collector.set_policy` (or a ``policy_source`` callable polled each round); the swap happens
-between batches, so no batch mixes two policies.
+Each round it takes whatever devices are ready and asks each policy for the actions of all its
+ready devices in one batched call, sends them, and hands out the episodes that ended. Every
+episode carries its `EpisodePlan` (the pool gets it from the planner, `devicerl.runtime.
+planning`): which policy acts, at which exploration level (passed to `Policy.act` as
+``epsilon``, only when some plan asks for exploration), greedily or not. Every step records the
+version of the policy that chose it and its share of the agent's time.
+
+Policies come from a `PolicySource`: a fixed policy (`Collector(pool, policy)`), or the acting
+copies a trainer keeps up to date (`devicerl.runtime.acting_copies.ActingCopies`: new weights
+are applied between batches, so no batch mixes two versions of a policy).
 
 With a ``judge`` (a `devicerl.judges.JudgeRunner`, e.g. ``make_runner(config.judge)``) every
 finished episode is handed to it without waiting, and comes out of `collect` once judged,
-relabelled from the verdict (success, rewards, a per-step cut). Judging never blocks the
-devices: `collect` keeps stepping them while verdicts are pending. Episodes the judge could not
-label (``devicerl.judges.is_labelled`` is False) are yielded like truncated ones: not counted
-towards ``n_episodes`` nor in the success rate; keep them out of training.
-
-With an ``exploration`` (`devicerl.runtime.exploration.TaskExploration`) every episode gets an
-exploration level from its task's recent success, passed to the policy as
-``observation.extras["explore"]``; every labelled episode is recorded there. A probe the
-exploration asks to act greedily (``probe_greedy``) is acted in a separate greedy `act` call and
-its trajectory carries ``extras["greedy"] = True``.
-
-With a ``league`` (`devicerl.runtime.league.acting.LeagueActors`) each new episode is assigned a
-policy, the ready devices' inference is batched per policy (one `act` call each,
-`devicerl.league.acting.act_per_policy`), every step records its policy's version and the
-finished trajectory names its policy in ``extras["policy"]``.
+relabelled from the verdict. Judging never blocks the devices: `collect` keeps stepping them
+while verdicts are pending. Episodes the judge could not label (``devicerl.judges.is_labelled``
+is False) are yielded like truncated ones: not counted towards ``n_episodes`` nor in the success
+rate; keep them out of training.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from devicerl.actions import Action
-from devicerl.agents.base import ActionSample, Policy, as_policy
+from devicerl.agents.base import Policy, as_policy
+from devicerl.errors import ConfigError
 from devicerl.judges import Judged, JudgeRunner
-from devicerl.league.acting import POLICY_KEY, act_per_policy, group_by_policy
 from devicerl.pool.pool import EnvPool
-from devicerl.records import Observation, Trajectory, with_previous_actions
+from devicerl.records import (
+    DEFAULT_POLICY,
+    EpisodePlan,
+    Observation,
+    Trajectory,
+    with_previous_actions,
+)
 from devicerl.runtime.episode_counts import EpisodeCounts
-from devicerl.runtime.exploration import EXPLORE_KEY, GREEDY_KEY, TaskExploration
-
-if TYPE_CHECKING:
-    from devicerl.runtime.league.acting import LeagueActors
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
+
+
+class PolicySource(Protocol):
+    """The policies a collector acts with, by name, current as of the next batch."""
+
+    def current(self, in_use: set[str]) -> Mapping[str, Policy]:
+        """The acting policies (``in_use``: the names of the episodes running now)."""
+        ...
+
+
+class FixedPolicy:
+    """One policy under `DEFAULT_POLICY`, as it is."""
+
+    def __init__(self, policy: PolicyLike) -> None:
+        self.policies = {DEFAULT_POLICY: as_policy(policy)}
+
+    def current(self, in_use: set[str]) -> Mapping[str, Policy]:
+        return self.policies
 
 
 @dataclass
@@ -92,60 +105,56 @@ class CollectorStats(EpisodeCounts):
         }
 
 
+@dataclass
+class DeviceSlot:
+    """One device's episode as the collector sees it: its plan, the actions taken so far, and
+    the observation waiting for an action (None while the device steps)."""
+
+    plan: EpisodePlan
+    history: list[Action] = field(default_factory=list)
+    waiting: Observation | None = None
+
+
 class Collector:
-    """Drives ``pool`` with ``policy`` (a `Policy` or a callable observations -> actions), or
-    with the policies of a ``league`` (``policy`` None)."""
+    """Drives ``pool`` with ``policy`` (a `Policy`, a callable observations -> actions, or a
+    `PolicySource` of named policies)."""
 
     def __init__(
         self,
         pool: EnvPool,
-        policy: PolicyLike | None,
+        policy: PolicyLike | PolicySource,
         *,
         greedy: bool = False,
-        policy_source: Callable[[], PolicyLike | None] | None = None,
         poll_s: float = 0.5,
         judge: JudgeRunner | None = None,
-        exploration: TaskExploration | None = None,
-        league: LeagueActors | None = None,
+        on_episode: Callable[[Trajectory], None] | None = None,
     ) -> None:
+        """``on_episode``: called with every complete, labelled episode as it is handed out
+        (the planner's exploration schedule counts it)."""
         self.pool = pool
-        self.league = league
-        self._policy_of: dict[int, str] = {}  # in a league: the policy of each device's episode
-        self.judge = judge
-        self.exploration = exploration
-        if policy is None and league is None:
-            raise ValueError("a collector needs a policy (or a league)")
-        self.policy = as_policy(policy) if policy is not None else None  # type: ignore[assignment]
+        self.source: PolicySource = (
+            policy if callable(getattr(policy, "current", None)) else FixedPolicy(policy)  # type: ignore[arg-type]
+        )
         self.greedy = greedy
-        self.policy_source = policy_source
         self.poll_s = poll_s
+        self.judge = judge
+        self.on_episode = on_episode
         self.stats = CollectorStats()
-        self._lock = threading.Lock()
-        self._next_policy: Policy | None = None
-        self._waiting: dict[int, Observation] = {}
-        self._history: dict[int, list[Action]] = {}  # actions of each device's episode so far
-        self._explore: dict[int, float] = {}  # exploration level of each device's episode
-        self._greedy_probe: set[int] = set()  # devices whose episode is a greedy probe
+        self.slots: dict[int, DeviceSlot] = {}
+        self._ready: dict[int, None] = {}  # devices waiting for an action, in the order they came
         self._backlog: deque[Trajectory] = deque()
         self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
 
-    def set_policy(self, policy: PolicyLike) -> None:
-        """Use ``policy`` from the next batch on (safe to call from another thread)."""
-        with self._lock:
-            self._next_policy = as_policy(policy)
-
-    def collect(
-        self, n_episodes: int | None = None, stop: threading.Event | None = None
-    ) -> Iterator[Trajectory]:
+    def collect(self, n_episodes: int | None = None, stop: Any = None) -> Iterator[Trajectory]:
         """Yield trajectories until ``n_episodes`` complete ones were yielded (None: until the
-        task sampler runs out) or ``stop`` is set. Truncated episodes are yielded too, and not
-        counted."""
+        task source runs out) or ``stop`` (a `threading.Event`) is set. Truncated episodes are
+        yielded too, and not counted."""
         done = 0
         while n_episodes is None or done < n_episodes:
             if stop is not None and stop.is_set():
                 return
             if not self._backlog:
-                if self.pool.done and not self._waiting:
+                if self.pool.done and not self._ready:
                     if self.judge is None or not self.judge.pending:
                         return
                     self._take_judged(self.judge.drain(timeout=self.poll_s))
@@ -163,119 +172,64 @@ class Collector:
     # -- one round: receive, act on every ready device, send ---------------------------------
     def _round(self) -> None:
         for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
-            if r.trajectory is not None and r.env_id in self._explore:
-                # the level every step of this episode acted with, stored with it
-                r.trajectory.extras[EXPLORE_KEY] = self._explore[r.env_id]
-                if r.env_id in self._greedy_probe:
-                    r.trajectory.extras[GREEDY_KEY] = True
-            if r.trajectory is not None and r.trajectory.steps and r.env_id in self._policy_of:
-                r.trajectory.extras[POLICY_KEY] = self._policy_of[r.env_id]
             if r.trajectory is not None and self.judge is not None:
                 self.judge.submit(r.trajectory)  # returns at once; back through poll()
             elif r.trajectory is not None:
                 self._backlog.append(r.trajectory)
             if r.first:  # a new episode (after an end or a device restart)
-                self._history[r.env_id] = []
-                if self.exploration is not None:
-                    self._explore[r.env_id], greedy = self.exploration.plan(r.task)
-                    if greedy:
-                        self._greedy_probe.add(r.env_id)
-                    else:
-                        self._greedy_probe.discard(r.env_id)
-                if self.league is not None and r.task is not None:
-                    self._policy_of[r.env_id] = self.league.assign(r.task, r.seed)
+                self.slots[r.env_id] = DeviceSlot(r.plan or EpisodePlan())
+            slot = self.slots.get(r.env_id)
+            if slot is not None:
+                slot.waiting = r.observation
             if r.observation is not None:
-                self._waiting[r.env_id] = r.observation
-            elif r.env_id in self._waiting:
-                del self._waiting[r.env_id]
+                self._ready[r.env_id] = None
+            else:
+                self._ready.pop(r.env_id, None)
         self.stats.env_steps = self.pool.counters["steps"] - self._base["steps"]
         self.stats.restarts = self.pool.supervisor.restarts - self._base["restarts"]
         self.stats.retired = len(self.pool.retired)
         if self.judge is not None:
             self._take_judged(self.judge.poll())
-        if self._waiting:
-            self._act()
+        if self._ready:
+            ids, self._ready = list(self._ready), {}
+            self._act(ids)
 
-    def _act(self) -> None:
-        if self.league is not None:
-            self._act_league()
-            return
-        policy = self._current_policy()
-        ids = list(self._waiting)
-        observations = [self._waiting.pop(i) for i in ids]
-        if policy.uses_history:  # a copy: the stored step keeps the device's observation
-            observations = [
-                with_previous_actions(obs, self._history.setdefault(i, []))
-                for i, obs in zip(ids, observations)
-            ]
-        if self._explore:
-            observations = [
-                replace(obs, extras={**obs.extras, EXPLORE_KEY: self._explore.get(i, 0.0)})
-                for i, obs in zip(ids, observations)
-            ]
-        t0 = time.perf_counter()
-        of = dict(zip(ids, observations))
-        by_id: dict[int, ActionSample] = {}
-        for group, greedy in self._greedy_groups(ids):
-            acted = policy.act([of[i] for i in group], greedy=greedy)
-            if len(acted) != len(group):
-                raise ValueError(f"policy returned {len(acted)} actions for {len(group)} devices")
-            by_id.update(zip(group, acted))
-        samples = [by_id[i] for i in ids]
-        dt = time.perf_counter() - t0
-        for i, sample in zip(ids, samples):
-            self._history.setdefault(i, []).append(getattr(sample, "action", sample))
-        self.pool.send(samples, ids, policy_version=policy.version, agent_time_s=dt / len(ids))
-        self.stats.agent_time_s += dt
-        self.stats.actions += len(ids)
-        self.stats.batches += 1
-
-    def _act_league(self) -> None:
-        """One batched `act` per policy over the ready devices, one `send` per policy."""
-        assert self.league is not None
-        policies = self.league.sync(set(self._policy_of.values()))
-        ids = list(self._waiting)
-        observations: dict[int, Observation] = {}
+    def _act(self, ids: list[int]) -> None:
+        """One batched `act` per (policy, greedy) group of ready devices, one `send` each."""
+        groups: dict[tuple[str, bool], list[int]] = {}
         for i in ids:
-            obs = self._waiting.pop(i)
-            acting = policies.get(self._policy_of.get(i, ""))
-            if acting is not None and acting.uses_history:
-                obs = with_previous_actions(obs, self._history.setdefault(i, []))
-            if self._explore:
-                obs = replace(obs, extras={**obs.extras, EXPLORE_KEY: self._explore.get(i, 0.0)})
-            observations[i] = obs
+            plan = self.slots[i].plan
+            greedy = self.greedy if plan.greedy is None else plan.greedy
+            groups.setdefault((plan.policy, greedy), []).append(i)
+        policies = self.source.current({s.plan.policy for s in self.slots.values()})
         t0 = time.perf_counter()
-        samples: dict[int, ActionSample] = {}
-        for group, greedy in self._greedy_groups(ids):
-            some = {i: observations[i] for i in group}
-            samples.update(act_per_policy(policies, some, self._policy_of, greedy=greedy))
+        acted = []
+        for (name, greedy), group in groups.items():
+            policy = policies.get(name)
+            if policy is None:
+                raise ConfigError(f"device {group[0]}: its episode's policy {name!r} is unknown")
+            slots = [self.slots[i] for i in group]
+            observations = [s.waiting for s in slots]
+            if policy.uses_history:  # a copy: the stored step keeps the device's observation
+                observations = [
+                    with_previous_actions(o, s.history) for o, s in zip(observations, slots)
+                ]
+            kwargs = {}
+            if any(s.plan.epsilon > 0 for s in slots):  # only when asked (see `Policy.act`)
+                kwargs["epsilon"] = [s.plan.epsilon for s in slots]
+            samples = policy.act(observations, greedy=greedy, **kwargs)
+            if len(samples) != len(group):
+                raise ValueError(f"{name}: {len(samples)} actions for {len(group)} devices")
+            acted.append((group, samples, policy.version))
         dt = time.perf_counter() - t0
-        for group in group_by_policy({i: self._policy_of[i] for i in ids}).values():
-            for i in group:
-                self._history.setdefault(i, []).append(samples[i].action)
-            version = int(samples[group[0]].extras["policy_version"])
-            group_samples = [samples[i] for i in group]
-            self.pool.send(group_samples, group, policy_version=version, agent_time_s=dt / len(ids))
+        for group, samples, version in acted:
+            for i, sample in zip(group, samples):
+                self.slots[i].history.append(sample.action)
+                self.slots[i].waiting = None
+            self.pool.send(samples, group, policy_version=version, agent_time_s=dt / len(ids))
         self.stats.agent_time_s += dt
         self.stats.actions += len(ids)
         self.stats.batches += 1
-
-    def _greedy_groups(self, ids: list[int]) -> list[tuple[list[int], bool]]:
-        """The ready devices split into the ones acted as configured and the greedy probes,
-        each with its ``greedy`` flag (empty groups left out)."""
-        probes = [i for i in ids if i in self._greedy_probe]
-        rest = [i for i in ids if i not in self._greedy_probe]
-        return [(g, greedy) for g, greedy in ((rest, self.greedy), (probes, True)) if g]
-
-    def _current_policy(self) -> Policy:
-        if self.policy_source is not None:
-            fresh = self.policy_source()
-            if fresh is not None:
-                self.set_policy(fresh)
-        with self._lock:
-            if self._next_policy is not None:
-                self.policy, self._next_policy = self._next_policy, None
-        return self.policy
 
     def _take_judged(self, judged: list[Judged]) -> None:
         self._backlog.extend(j.trajectory for j in judged)
@@ -286,8 +240,8 @@ class Collector:
         """Count a finished trajectory where it leaves the collector (judged, if judging); True
         when it is a complete, labelled episode."""
         complete = self.stats.add(traj)
-        if complete and self.exploration is not None:
-            self.exploration.record(traj.task, traj.success, traj.extras.get(EXPLORE_KEY, 0.0))
+        if complete and self.on_episode is not None:
+            self.on_episode(traj)
         return complete
 
     def summary(self) -> dict[str, Any]:

@@ -48,7 +48,7 @@ class EvalResult(EpisodeCounts):
         row[0] += int(t.success)
         row[1] += 1
         row[2] += t.length
-        row[3] += t.length - t.without_loops().length
+        row[3] += t.loop_steps()
         return True
 
     @property

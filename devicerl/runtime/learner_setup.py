@@ -21,10 +21,10 @@ def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:
     if cfg.algo == "digirl":
         from devicerl.algos.digirl import DigiRL
 
-        return DigiRL(actor, cfg.digirl, seed=cfg.seed)
+        return DigiRL(actor, cfg.digirl, cfg.actor, cfg.critic, seed=cfg.seed)
     from devicerl.algos.filtered_bc import FilteredBC
 
-    return FilteredBC(actor, cfg.filtered_bc, seed=cfg.seed)
+    return FilteredBC(actor, cfg.filtered_bc, cfg.actor, seed=cfg.seed)
 
 
 def seed_everything(seed: int) -> None:

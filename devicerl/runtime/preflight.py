@@ -59,6 +59,6 @@ def _check_agent(cfg: TrainConfig) -> None:
 def _check_offline(cfg: TrainConfig) -> None:
     if cfg.mode not in ("offline", "off2on"):
         return
-    for part in (p.strip() for p in cfg.offline_data.split(",")):
+    for part in (p.strip() for p in (cfg.offline_data or "").split(",")):
         if part and not Path(part).exists():
             raise ConfigError(f"offline_data: {part} does not exist")

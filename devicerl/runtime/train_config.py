@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from devicerl.agents.factory import AgentSpec
-from devicerl.algos.config import DigiRLConfig, FilteredBCConfig
+from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig, FilteredBCConfig
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
@@ -99,31 +99,16 @@ class EvalConfig:
         },
     )
     at_end: bool = field(default=True, metadata={"help": "evaluate when training ends"})
-    policy: str = field(
-        default="",
-        metadata={
-            "help": "a league policy to evaluate, by name (empty: the agent, or in a league "
-            "run its generalist)"
-        },
-    )
-    league: str = field(
-        default="",
-        metadata={
-            "help": "run folder (or saved league folder) whose league holds eval.policy "
-            "(empty: this run's own league)"
-        },
-    )
 
 
 @dataclass
 class ExplorationConfig:
-    """Success-adaptive exploration (`devicerl.runtime.exploration`; beyond the paper): each
-    training episode's exploration level is ``max x (1 - its task's recent success rate)``
-    (rule ``linear``), or ``max`` only while the task has no recent success (``unsolved``)."""
+    """Success-adaptive exploration (`devicerl.runtime.exploration`; an addition beyond the
+    paper): each training episode's exploration level from its task's recent success."""
 
-    max: float = field(
-        default=0.0,
-        metadata={"help": "level for a task with no recent success (0: off)", "min": 0, "lt": 1},
+    max: float | None = field(
+        default=None,
+        metadata={"help": "level of a task with no recent success (null: off)", "gt": 0, "lt": 1},
     )
     window: int = field(default=20, metadata={"help": "recent episodes per task", "min": 1})
     rule: Literal["linear", "unsolved"] = field(
@@ -141,20 +126,13 @@ class ExplorationConfig:
             "lt": 1,
         },
     )
-    probe: int = field(
-        default=0,
+    probe: int | None = field(
+        default=None,
         metadata={
             "help": "rule unsolved: every probe-th episode of an explored task acts without "
-            "exploration, and only such episodes decide whether the task is solved (0: every "
-            "episode decides; an explored multi-step task may then never leave exploration)",
-            "min": 0,
-        },
-    )
-    probe_greedy: bool = field(
-        default=False,
-        metadata={
-            "help": "the probes act greedily (arg-max), not by sampling: a form the policy solves "
-            "greedily but rarely by sampling then leaves exploration and yields successes"
+            "exploration, and only such episodes decide whether the task is solved (null: "
+            "every episode decides)",
+            "min": 1,
         },
     )
 
@@ -174,6 +152,8 @@ class TrainConfig:
     tasks: TasksConfig = field(default_factory=TasksConfig)
     agent: AgentSpec = field(default_factory=AgentSpec)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
     digirl: DigiRLConfig = field(default_factory=DigiRLConfig)
     filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
@@ -199,11 +179,15 @@ class TrainConfig:
     env_steps: int = field(
         default=20_000, metadata={"help": "online budget of env steps", "min": 1}
     )
-    max_iterations: int = field(
-        default=0, metadata={"help": "stop after this many iterations (0: no limit)", "min": 0}
+    max_iterations: int | None = field(
+        default=None,
+        metadata={"help": "stop after this many iterations (null: no limit)", "min": 1},
     )
-    offline_data: str = field(
-        default="", metadata={"help": "stored trajectories: a run dir, a store, or DigiRL .pt"}
+    offline_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "stored trajectories: a run dir, a store, or DigiRL .pt (comma-separated)"
+        },
     )
     offline_iterations: int = field(
         default=100, metadata={"help": "iterations of the offline phase", "min": 0}
@@ -211,30 +195,24 @@ class TrainConfig:
     overlap: bool = field(
         default=True, metadata={"help": "keep collecting while the learner updates"}
     )
-    max_policy_lag: int = field(
-        default=0,
+    max_policy_lag: int | None = field(
+        default=None,
         metadata={
             "help": "never train on trajectories this many policy versions old or older: "
-            "dropped on arrival, evicted from the replay (0: no limit, as the reference)",
-            "min": 0,
-        },
-    )
-    max_ahead: int = field(
-        default=0,
-        metadata={
-            "help": "the collector pauses while this many trajectories wait for the learner "
-            "(0: twice trajectories_per_iter)",
-            "min": 0,
+            "dropped on arrival, evicted from the replay (null: no limit, as the reference)",
+            "min": 1,
         },
     )
     checkpoint_every: int = field(
         default=5, metadata={"help": "iterations between checkpoints", "min": 1}
     )
-    keep_checkpoints: int = field(
-        default=3, metadata={"help": "newest checkpoints kept on disk", "min": 1}
-    )
-    torch_threads: int = field(
-        default=1, metadata={"help": "torch CPU threads (0: torch's default)", "min": 0}
+    torch_threads: int | None = field(
+        default=1,
+        metadata={
+            "help": "torch CPU threads (1 leaves the other cores to the devices; null: torch's "
+            "default)",
+            "min": 1,
+        },
     )
 
     def validate(self) -> None:

@@ -1,18 +1,27 @@
-"""The training loops: offline, online, off-to-online and eval-only, resumable after kill -9.
+"""The training loop: offline, online, off-to-online and eval-only, resumable after kill -9.
 
-Online, an iteration takes K fresh trajectories from the background collector (which keeps the
-devices stepping meanwhile), adds them to a bounded replay buffer, runs the learner's updates
-on the buffer and publishes the new weights; the collector picks them up between batches.
-Every trajectory carries the version of the policy that acted; one whose version lags the
-learner by ``max_policy_lag`` or more is kept in the store but not trained on: dropped when it
-arrives, evicted from the replay buffer when it gets that old there (offline data excepted; see
-docs/training.md, "Stale data", for why we drop rather than down-weight, and the measured lag).
+One loop serves every run. The run's `Population` holds the policies it acts with and trains:
+one for a single-policy run, a league's members when the config has ``policies:`` (a league is
+an observer of this loop, `devicerl.runtime.league_run.LeagueRun`: it adds the members, assigns
+episodes to them, snapshots and runs PBT after each iteration).
+
+Online, an iteration takes K fresh trajectories from the collection source (a collector thread
+in this process, or rollout groups on a Ray cluster, which keep the devices stepping
+meanwhile), routes them into the members' bounded replay buffers, runs every trainable member's
+updates and publishes the new policies; the collector picks them up between batches. Every
+trajectory carries the version of the policy that acted; one whose version lags its learner by
+``max_policy_lag`` or more is kept in the store but not trained on: dropped when it arrives,
+evicted from the replay buffer when it gets that old there (offline data excepted).
 
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
-weights (safetensors), optimizers, trainer state, RNG states and the replay buffer as pointers
+weights (safetensors), optimizers, trainer state, RNG states and the replay buffers as pointers
 into that store, so ``devicerl train --resume RUN_DIR`` continues where the last checkpoint was.
 SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.stop`): the update in progress ends,
 a checkpoint and the agent are written, the devices are closed and `Trainer.stopped` is set.
+
+Observers (`TrainerObserver`) see every stored episode and every iteration, add to checkpoints,
+restores, metrics and the summary; `Trainer.observers` is the list (tests and scripts append
+their own, e.g. to add a league member during a run).
 """
 
 from __future__ import annotations
@@ -21,26 +30,26 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-from devicerl.data.replay import ReplayBuffer
+from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
 from devicerl.pool.pool import EnvPool
-from devicerl.records import Trajectory
-from devicerl.runtime.acting import BackgroundCollector, CollectionSource, WeightMailbox
-from devicerl.runtime.distributed.factory import make_learner_group
+from devicerl.records import DEFAULT_POLICY, Trajectory
+from devicerl.runtime.acting_copies import ActingCopies
+from devicerl.runtime.collection import BackgroundCollector, CollectionSource
 from devicerl.runtime.distributed.group import GroupInfo
-from devicerl.runtime.distributed.learners import LearnerGroup
 from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
-from devicerl.runtime.exploration import TaskExploration
-from devicerl.runtime.learner_setup import make_learner, seed_everything
+from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.learner_setup import seed_everything
+from devicerl.runtime.planning import EpisodePlanner, PolicyAssignment
+from devicerl.runtime.population import Population
 from devicerl.runtime.progress import RateProgress
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.stop import GracefulStop, StopRequested
@@ -48,13 +57,10 @@ from devicerl.runtime.train_config import TrainConfig
 from devicerl.secrets import scrub
 from devicerl.tasks import TaskSampler, resolve
 
-if TYPE_CHECKING:
-    from devicerl.agents.base import Policy
-    from devicerl.runtime.league.acting import LeagueActors
-
 log = logging.getLogger(__name__)
 
-ACTOR = "actor"
+#: Newest checkpoints kept on disk.
+KEEP_CHECKPOINTS = 3
 
 
 @dataclass
@@ -68,6 +74,30 @@ class TrainState(EpisodeCounts):
     dropped_stale: int = 0
     version: int = 0
     offline_done: int = 0
+
+
+class TrainerObserver:
+    """Hooks into the training loop (every method is optional)."""
+
+    def on_episode(self, trainer: Trainer, t: Trajectory) -> None:
+        """A complete, labelled episode was stored (before it is routed to the replays)."""
+
+    def after_iteration(self, trainer: Trainer, metrics: dict[str, Any]) -> None:
+        """An iteration's updates are done (before the new policies are published); add to
+        ``metrics`` what the observer measures."""
+
+    def on_checkpoint(self, trainer: Trainer, folder: Path) -> None:
+        """Write the observer's own state into a checkpoint being written (``folder``)."""
+
+    def on_restore(self, trainer: Trainer, folder: Path) -> None:
+        """Read it back from the checkpoint being restored, before the members' weights."""
+
+    def on_end(self, trainer: Trainer) -> None:
+        """Training is over (agents are being saved)."""
+
+    def summary(self, trainer: Trainer) -> dict[str, Any]:
+        """What to add to ``summary.json``."""
+        return {}
 
 
 def load_offline(spec: str) -> list[Trajectory]:
@@ -102,58 +132,58 @@ class Trainer:
     ) -> None:
         """``group``: this process's place in an ``accelerate launch`` (rank 0 only)."""
         self.cfg = cfg
-        if cfg.torch_threads > 0:
+        if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
-        self.learners: LearnerGroup | None = None  # where the learner's updates run
-        self._build_learning(group)
         self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
-        self.replay = ReplayBuffer(cfg.replay_capacity, max_lag=cfg.max_policy_lag or None)
         self.state = TrainState()
-        if self.learner is not None:  # schedules follow this run's versions, not a saved
-            self.actor.version = self.state.version  # agent's own count (its pre-training)
-        self.ckpt = run_dir.checkpoint_manager(keep=cfg.keep_checkpoints)
+        self.population = Population(cfg, group)
+        self.observers: list[TrainerObserver] = []
+        self.assignment: PolicyAssignment | None = None  # a league's (set by its observer)
+        self.routed: set[str] | None = None  # members new episodes can go to (None: all)
+        self.eval_name = DEFAULT_POLICY
+        if cfg.policies:
+            from devicerl.runtime.league_run import LeagueRun
+
+            if group is not None and group.world_size > 1:
+                raise ConfigError("policies: a league run does not run under accelerate launch")
+            self.observers.append(LeagueRun(self))
+        else:
+            agent = cfg.agent.make()
+            agent.version = 0  # versions count this run's updates, not a saved agent's own
+            self.population.add(DEFAULT_POLICY, agent, cfg, cfg.agent.make)
+        self.ckpt = run_dir.checkpoint_manager(keep=KEEP_CHECKPOINTS)
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
-        self.exploration = TaskExploration.from_config(cfg.exploration)
+        self.exploration = ExplorationSchedule.from_config(cfg.exploration)
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
+        self.source: CollectionSource | None = None
         if resume:
             self._restore()
 
-    def _build_learning(self, group: GroupInfo | None) -> None:
-        """The acting policy and its learner (a league run builds its policies instead)."""
-        cfg = self.cfg
-        if cfg.mode == "eval" and cfg.eval.policy:
-            self.actor = self._league_policy(cfg.eval.policy)
-        else:
-            self.actor = cfg.agent.make()
-        self.learner = make_learner(cfg, self.actor) if cfg.mode != "eval" else None
-        if self.learner is not None:
-            self.learners = make_learner_group(cfg, self.learner, self.actor, group)
+    @property
+    def actor(self) -> Policy:
+        """The policy evaluated at the end (a league's generalist, else its first member)."""
+        return self.population[self.eval_name].policy
 
-    def _league_policy(self, name: str) -> Any:
-        """Policy ``name`` of the saved league in ``eval.league`` (a run or league folder)."""
-        from devicerl.league.persist import STATE, load_league
-
-        if not self.cfg.eval.league:
-            raise ConfigError(f"eval.policy={name}: set eval.league to the run that holds it")
-        root = Path(self.cfg.eval.league)
-        folder = root / "league" if (root / "league" / STATE).exists() else root
-        league, _ = load_league(folder)
-        if name not in league:
-            known = ", ".join(league.members)
-            raise ConfigError(f"eval.policy: no policy {name!r} in {folder} ({known})")
-        return league[name].policy
+    @property
+    def learns(self) -> bool:
+        return bool(self.population.trainable())
 
     # -- devices ------------------------------------------------------------------------------
-    def make_pool(self, sampler: TaskSampler) -> EnvPool:
+    def make_pool(self, sampler: Any) -> EnvPool:
         return self.cfg.env.make_pool(sampler, seed=self.cfg.seed)
 
-    def _train_sampler(self) -> TaskSampler:
+    def train_sampler(self) -> TaskSampler:
         tasks = resolve(self.cfg.tasks.train)
         seed = self.cfg.seed * 1_000_003 + self.state.iteration  # a resume draws new instances
         return TaskSampler(tasks, seed=seed, max_steps=self.cfg.tasks.max_steps, seeds="train")
+
+    def planner(self) -> EpisodePlanner:
+        return EpisodePlanner(
+            self.train_sampler(), assignment=self.assignment, exploration=self.exploration
+        )
 
     def _judge_runner(self) -> Any:
         if self.cfg.judge.kind == "native":
@@ -195,8 +225,8 @@ class Trainer:
                 if cfg.mode in ("online", "off2on") and not self.stop.requested:
                     self._online_phase()
             finally:
-                self._close_learners()
-            self._save_agent()  # before evaluating: a failed eval loses no agent
+                self.population.close()
+            self._save_agents()  # before evaluating: a failed eval loses no agent
             evaluates = cfg.mode == "eval" or (cfg.eval.at_end and cfg.eval.n_tasks > 0)
             if evaluates and not self.stop.requested:
                 try:
@@ -209,12 +239,10 @@ class Trainer:
         (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
 
-    def _close_learners(self) -> None:
-        if self.learners is not None:
-            self.learners.close()  # other learner processes stop
-
-    def _save_agent(self) -> None:
-        if self.learner is not None:
+    def _save_agents(self) -> None:
+        for observer in self.observers:
+            observer.on_end(self)
+        if self.learns:
             self.actor.save(self.run_dir.path / "agent")
 
     def summary(self, elapsed_s: float) -> dict[str, Any]:
@@ -231,6 +259,8 @@ class Trainer:
             out["stopped_by"] = self.stopped
         if self.eval_result is not None:
             out["eval"] = self.eval_result.as_dict()
+        for observer in self.observers:
+            out.update(observer.summary(self))
         return out
 
     # -- offline ------------------------------------------------------------------------------
@@ -238,41 +268,32 @@ class Trainer:
         cfg = self.cfg
         if self.state.offline_done >= cfg.offline_iterations:
             return
-        if not len(self.replay):
+        if not self.population.replay_size():
+            assert cfg.offline_data is not None
             data = load_offline(cfg.offline_data)
             for t in data:
                 self.writer.append(t)  # so the replay's pointers resolve after a resume
-                self.replay.add(t, offline=True)  # given data: no policy-lag limit
+            self.population.add_offline(data)  # given data: no policy-lag limit
             self.writer.flush()
-        assert self.learners is not None
         with RateProgress("offline", total=cfg.offline_iterations, unit="iterations") as bar:
             bar.update(self.state.offline_done)
             while self.state.offline_done < cfg.offline_iterations and not self.stop.requested:
-                metrics = self.learners.update(list(self.replay))
+                metrics = self.population.update()
                 self.state.offline_done += 1
                 self.state.iteration += 1
-                self._next_version()
+                self.state.version += 1
                 self.metrics.log(metrics, self.state.env_steps)
                 bar.update(1, loss=metrics.get("train/actor_loss", float("nan")))
                 if self.state.iteration % cfg.checkpoint_every == 0:
                     self.checkpoint()
         self.checkpoint()
 
-    def _next_version(self) -> None:
-        """A new policy version; the learner's actor carries it too (it is saved with the
-        agent)."""
-        self.state.version += 1
-        self.actor.version = self.state.version
-
-    def _add_to_replay(self, t: Trajectory) -> None:
-        self.replay.add(t)
-
     # -- online -------------------------------------------------------------------------------
     def _budget_left(self) -> bool:
         cfg, s = self.cfg, self.state
         if self.stop.requested:
             return False
-        if cfg.max_iterations and s.iteration >= cfg.max_iterations:
+        if cfg.max_iterations is not None and s.iteration >= cfg.max_iterations:
             return False
         return s.env_steps < cfg.env_steps
 
@@ -280,15 +301,15 @@ class Trainer:
         cfg = self.cfg
         if not self._budget_left():
             return
-        source = self._collection_source().start()
+        self.source = self._collection_source().start()
         bar = RateProgress("train", total=cfg.env_steps, unit="env steps")
         try:
             with bar:
                 bar.update(self.state.env_steps)
                 while self._budget_left():
-                    self._iteration(source, bar)
+                    self._iteration(self.source, bar)
         finally:
-            for t in source.stop():  # finished but not consumed: stored, never trained on
+            for t in self.source.stop():  # finished but not consumed: stored, never trained on
                 self._ingest(t, train=False)
         self.checkpoint()
 
@@ -296,39 +317,27 @@ class Trainer:
         """Where finished episodes come from: a collector thread in this process, or rollout
         groups on a Ray cluster (``rollouts.groups``); the loop is the same."""
         cfg = self.cfg
-        weights = self.actor.get_weights() if self.learner is not None else None
+        roster = self.population.roster(self.routed)
         if cfg.rollouts.groups > 0:
             from devicerl.runtime.cluster.fleet import RolloutFleet
 
-            return RolloutFleet(cfg, version=self.state.version, weights=weights)
-        acting = cfg.agent.make()
-        if weights is not None:
-            acting.set_weights(weights, self.state.version)
-        return self._collector(lambda: self.make_pool(self._train_sampler()), acting)
-
-    def _collector(
-        self,
-        make_pool: Callable[[], EnvPool],
-        acting: Policy | None,
-        league: LeagueActors | None = None,
-    ) -> BackgroundCollector:
-        """A collector thread acting with ``acting`` (or ``league``'s members) on the pools
-        ``make_pool`` starts, ``trajectories_per_iter`` finished episodes per batch."""
-        cfg = self.cfg
+            return RolloutFleet(cfg, version=self.state.version, roster=roster)
+        planner = self.planner()
         k = cfg.trajectories_per_iter
-        mailbox = WeightMailbox()
-        mailbox.version = self.state.version
         return BackgroundCollector(
-            make_pool,
-            acting,
-            mailbox,
+            lambda: self.make_pool(planner),
+            ActingCopies(roster, self.state.version),
             judge=self._judge_runner(),
-            max_ahead=cfg.max_ahead or 2 * k,
+            on_episode=planner.record,
+            max_ahead=2 * k,
             overlap=cfg.overlap,
             batch=k,
-            exploration=self.exploration,
-            league=league,
         )
+
+    def publish(self) -> None:
+        """The members new episodes can go to, to the collection source."""
+        if self.source is not None:
+            self.source.publish(self.population.roster(self.routed), self.state.version)
 
     def _gather(
         self, bg: CollectionSource, bar: RateProgress
@@ -356,50 +365,44 @@ class Trainer:
         cut = self.stop.requested and len(fresh) < cfg.trajectories_per_iter
         return fresh, time.perf_counter() - t0, cut
 
-    def _iteration(self, bg: CollectionSource, bar: RateProgress):
+    def _iteration(self, bg: CollectionSource, bar: RateProgress) -> None:
         cfg, s = self.cfg, self.state
         fresh, wait_s, cut = self._gather(bg, bar)
         if cut:
             return  # stopped while collecting: what arrived is stored and in the replay
         t1 = time.perf_counter()
-        metrics: dict[str, Any] = {}
-        # the lag limit holds inside the replay too: nothing this old is ever trained on
-        evicted = len(self.replay.evict_stale(s.version))
-        if self.learners is not None and len(self.replay):
-            metrics = self.learners.update(list(self.replay))
-        metrics["train/replay_evicted_stale"] = evicted
+        metrics: dict[str, Any] = self.population.update()
         learn_s = time.perf_counter() - t1
-        self._next_version()
+        s.version += 1
         s.iteration += 1
-        weights = self.actor.get_weights() if self.learner is not None else None
-        bg.publish(weights, s.version)
+        for observer in list(self.observers):
+            observer.after_iteration(self, metrics)
+        self.publish()
         metrics.update(self._rollout_metrics(fresh, bg, wait_s, learn_s))
         self.metrics.log(metrics, s.env_steps)
         if s.iteration % cfg.checkpoint_every == 0:
             self.checkpoint()
 
-    def _store(self, t: Trajectory) -> bool:
-        """Count and store one trajectory; True when it is a complete labelled episode."""
-        self.state.env_steps += t.length
+    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
+        """Count, store and route one trajectory; True when it is a fresh labelled episode
+        that joined training."""
+        s = self.state
+        s.env_steps += t.length
         self.writer.append(t)
-        if not self.state.add(t):
+        if not s.add(t):
             return False
         self.recent.append(int(t.success))
-        return True
-
-    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
-        """Count and store one trajectory; True when it joins the replay buffer."""
-        if not self._store(t):
+        policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
+        if policy in self.population:
+            self.lags.append(self.population[policy].policy.version - t.policy_version)
+        for observer in self.observers:
+            observer.on_episode(self, t)
+        if not train:
             return False
-        s = self.state
-        lag = s.version - t.policy_version
-        self.lags.append(lag)
-        if self.cfg.max_policy_lag and lag >= self.cfg.max_policy_lag:
+        _, stale = self.population.route(t)
+        if stale:
             s.dropped_stale += 1
-            return False
-        if train:
-            self._add_to_replay(t)
-        return train
+        return not stale
 
     @property
     def recent_success(self) -> float:
@@ -422,7 +425,7 @@ class Trainer:
             "train/policy_version": s.version,
             "train/policy_lag": float(np.mean(recent_lags)),
             "train/dropped_stale": s.dropped_stale,
-            "train/replay_size": len(self.replay),
+            "train/replay_size": self.population.replay_size(),
             "time/wait_for_data_s": wait_s,
             "time/learner_s": learn_s,
         }
@@ -456,7 +459,7 @@ class Trainer:
         training data)."""
         bar.update(1, steps=t.length, successes=int(t.success))
         if self.cfg.mode == "eval":
-            t.extras["phase"] = "eval"
+            t.phase = "eval"
             self.writer.append(t)
         self.stop.check()  # leaves the evaluation (its devices are closed on the way out)
 
@@ -472,39 +475,39 @@ class Trainer:
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint(self) -> Path | None:
-        if self.learner is None or self.learners is None:
+        if not self.learns:
             return None
-        self.learners.refresh()  # the learner group's state, into the local learner
-        self.writer.flush()  # the replay's pointers must resolve in the store
-        models = {ACTOR: self.actor.get_weights()}
-        models.update({k: m.state_dict() for k, m in self.learner.modules().items()})
-        optims = {k: o.state_dict() for k, o in self.learner.optimizers().items()}
+        self.population.refresh()  # learner groups' state, into the local learners
+        self.writer.flush()  # the replays' pointers must resolve in the store
+        models, optims, members = self.population.checkpoint_parts()
         state = {
             "train": asdict(self.state),
-            "replay": self.replay.state_dict(),
-            "learner": self.learner.state_dict(),
+            "members": members,
             "recent": list(self.recent),
             "lags": self.lags[-10_000:],
             "exploration": self.exploration.state_dict() if self.exploration else {},
         }
-        return self.ckpt.save(self.state.iteration, models, optims, state)
+
+        def extra(folder: Path) -> None:
+            for observer in self.observers:
+                observer.on_checkpoint(self, folder)
+
+        return self.ckpt.save(self.state.iteration, models, optims, state, extra=extra)
 
     def _restore(self) -> None:
         ck = self.ckpt.load_latest(set_aside=self.run_dir.locked)
         if ck is None:
             log.warning("no checkpoint in %s: starting from scratch", self.ckpt.root)
             return
-        self.actor.set_weights(ck.models[ACTOR], ck.state["train"]["version"])
-        if self.learner is not None:
-            for name, module in self.learner.modules().items():
-                module.load_state_dict(ck.models[name])
-            for name, opt in self.learner.optimizers().items():
-                if name in ck.optimizers:
-                    opt.load_state_dict(ck.optimizers[name])
-            self.learner.load_state_dict(ck.state.get("learner", {}))
-        self.state = TrainState(**ck.state["train"])
+        if "members" not in ck.state:
+            raise ConfigError(
+                f"{ck.path}: a checkpoint of an older devicerl (no members); start a new run"
+            )
+        for observer in self.observers:
+            observer.on_restore(self, ck.path)
         store = self.run_dir.store(skip_bad=True)  # a corrupt shard costs its episodes only
-        self.replay.load_state_dict(ck.state["replay"], store, strict=False)
+        self.population.restore(ck, store)
+        self.state = TrainState(**ck.state["train"])
         self.recent.extend(ck.state.get("recent", []))
         self.lags = list(ck.state.get("lags", []))
         if self.exploration is not None:

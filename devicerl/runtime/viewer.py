@@ -158,7 +158,8 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
         steps += f'<figure class="step final">{final}<figcaption>final</figcaption></figure>'
     cause = f" ({html.escape(t.truncation_cause)})" if t.truncation_cause else ""
     verdict = _kv(t.extras.get("verdict")) if isinstance(t.extras.get("verdict"), dict) else ""
-    policy = t.extras.get("policy")  # a league run: the policy that played it
+    # a league run: the policy that played it (a single-policy run's is "agent")
+    policy = t.plan.policy if t.plan is not None and t.plan.policy != "agent" else None
     played = f"policy {html.escape(str(policy))}, " if policy else ""
     head = (
         f'<h2><span class="badge {label}">{label}</span>{cause} {html.escape(t.task)} '

@@ -9,14 +9,14 @@ the actor's version at the run's 0). The records:
 - ``act``: `Policy.act` on 16 observations of the dataset (each with its episode's earlier
   actions, as the collector passes them), sampled from a fixed seed and greedy; for a setup
   with success-adaptive exploration also sampled at the exploration level ``exploration.max``
-  (``extras["explore"]``, as the collector asks for it). Actions in their JSON codec form.
+  (``epsilon``, as the collector asks for it). Actions in their JSON codec form.
 - ``log_prob``: `Policy.log_prob` of every stored step's action on the observation the learner
-  sees (`Trajectory.agent_observation`), with and without the exploration floor, and on the
-  observation the policy acted on (`Trajectory.acting_observation`, floor on).
+  sees (`Trajectory.agent_observation`), with and without the exploration floor, and as the
+  policy acted (floor on, at the episode plan's ``epsilon``).
 - ``update``: one ``learner.update(dataset)`` from a freshly built agent and learner: its
-  metrics, the steps its selection kept (trajectory index, step index, weight; in the order
-  `select` returned them) and the parameter deltas of the actor and of the critics
-  (`tests.behaviour.summary.delta_summary`).
+  metrics, the steps the actor's regression was given (trajectory index, step index, weight 1;
+  in the order the selection handed them out) and the parameter deltas of the actor and of the
+  critics (`tests.behaviour.summary.delta_summary`).
 
 When the training loop's API changes, this module is what changes with it: the records it
 returns must stay equal to the committed fixtures.
@@ -25,7 +25,6 @@ returns must stay equal to the committed fixtures.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,10 +98,6 @@ def act_observations(data: Sequence[Trajectory]) -> list[Observation]:
     return out
 
 
-def _with_explore(observations: Sequence[Observation], level: float) -> list[Observation]:
-    return [replace(o, extras={**o.extras, "explore": level}) for o in observations]
-
-
 def _reseed(agent: Any, seed: int) -> None:
     torch.manual_seed(seed)
     generator = getattr(agent, "generator", None)
@@ -120,20 +115,34 @@ def record_act(cfg: TrainConfig, agent: Any, data: Sequence[Trajectory]) -> dict
     _reseed(agent, ACT_SEED)
     out["sampled"] = _samples(agent.act(observations))
     out["greedy"] = _samples(agent.act(observations, greedy=True))
-    if cfg.exploration.max > 0:
+    level = cfg.exploration.max
+    if level is not None:
         _reseed(agent, ACT_SEED)
-        explored = _with_explore(observations, cfg.exploration.max)
-        out[f"sampled_explore_{cfg.exploration.max}"] = _samples(agent.act(explored))
+        epsilon = [level] * len(observations)
+        out[f"sampled_explore_{level}"] = _samples(agent.act(observations, epsilon=epsilon))
     return out
 
 
-def _log_probs(agent: Any, observations: list[Observation], steps: list[Any], **kw) -> list[float]:
+def _log_probs(
+    agent: Any,
+    observations: list[Observation],
+    steps: list[Any],
+    epsilon: list[float | None] | None = None,
+    **kw: Any,
+) -> list[float]:
     out: list[float] = []
     with torch.no_grad():
         for i in range(0, len(steps), LOG_PROB_BATCH):
             obs = observations[i : i + LOG_PROB_BATCH]
             batch = steps[i : i + LOG_PROB_BATCH]
-            lp = agent.log_prob(obs, [s.action for s in batch], [s.text for s in batch], **kw)
+            actions, texts = [s.action for s in batch], [s.text for s in batch]
+            levels = epsilon[i : i + LOG_PROB_BATCH] if epsilon is not None else None
+            if levels is not None and any(v is not None for v in levels):
+                # rows of episodes without a plan act at the agent's own floor (level 0)
+                kw = {**kw, "epsilon": [v or 0.0 for v in levels]}
+            elif "epsilon" in kw:
+                kw = {k: v for k, v in kw.items() if k != "epsilon"}
+            lp = agent.log_prob(obs, actions, texts, **kw)
             out.extend(float(v) for v in lp)
     return out
 
@@ -141,11 +150,11 @@ def _log_probs(agent: Any, observations: list[Observation], steps: list[Any], **
 def record_log_probs(agent: Any, data: Sequence[Trajectory]) -> dict[str, list[float]]:
     steps = [s for t in data for s in t.steps]
     learner_view = [t.agent_observation(i) for t in data for i in range(t.length)]
-    acting_view = [t.acting_observation(i) for t in data for i in range(t.length)]
+    levels = [t.plan.epsilon if t.plan else None for t in data for _ in range(t.length)]
     return {
         "floor": _log_probs(agent, learner_view, steps, floor=True),
         "no_floor": _log_probs(agent, learner_view, steps, floor=False),
-        "acting": _log_probs(agent, acting_view, steps, floor=True),
+        "acting": _log_probs(agent, learner_view, steps, levels, floor=True),
     }
 
 
@@ -156,20 +165,19 @@ def step_index(data: Sequence[Trajectory]) -> dict[int, tuple[int, int]]:
 
 
 def capture_selection(learner: Any, data: Sequence[Trajectory]) -> list[list[Any]]:
-    """Wraps ``learner.select`` so the steps it keeps are written, as [trajectory index, step
-    index, weight], into the returned list."""
+    """Wraps the actor's regression step so the samples it is given are written, as
+    [trajectory index, step index, weight], into the returned list."""
     where = step_index(data)
     kept: list[list[Any]] = []
-    select = learner.select
+    step = learner.regression.step
 
-    def recording(trajs: Sequence[Trajectory]) -> Any:
-        samples, stats = select(trajs)
+    def recording(samples: Sequence[Any], trajs: Sequence[Trajectory]) -> Any:
         for s in samples:
             ti, si = where[id(s.trajectory.steps[s.index])]
-            kept.append([ti, si, float(s.weight)])
-        return samples, stats
+            kept.append([ti, si, 1.0])
+        return step(samples, trajs)
 
-    learner.select = recording
+    learner.regression.step = recording
     return kept
 
 

@@ -7,7 +7,7 @@ the way a learning policy does early on: some episodes solve the task, some end 
 answer, some wander (taps on plain text, typing with no field focused, going back and forth
 between fields) until the step budget runs out. Steps carry what the pool records (sparse
 reward on the last step of a success, terminated / truncated flags, the acting log-prob and
-policy version) and each trajectory ``extras={"max_steps": 5}``, closed with `Trajectory.end`.
+policy version) and each trajectory its step budget (``max_steps=5``), closed with `Trajectory.end`.
 
 Everything here depends only on the seed, so the fixtures' inputs never change.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from devicerl.actions import Action, ActionType
-from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
 
 SCREEN = (160, 210)  #: (width, height), as MiniWoB++'s screenshots
 MAX_STEPS = 5
@@ -253,7 +253,7 @@ def episode(task: str, kind: str, index: int, rng: random.Random) -> Trajectory:
         env_id=index % 3,
         device=f"fixture-{index % 3}",
         started_at=0.0,
-        extras={"max_steps": MAX_STEPS},
+        max_steps=MAX_STEPS,
     )
     version = rng.randint(0, 2)
     obs = page.observation(0)
@@ -291,13 +291,13 @@ def trajectories(
 ) -> list[Trajectory]:
     """``per_task`` episodes of each task, interleaved (task i plays page model ``KINDS[i %
     4]``); the episodes of every other task carry the exploration level a collector gave
-    them (``extras["explore"]``)."""
+    them (``plan.epsilon``)."""
     rng = random.Random(seed)
     out = []
     for _ in range(per_task):
         for i, task in enumerate(tasks):
             t = episode(task, KINDS[i % len(KINDS)], len(out), rng)
             if i % 2 == 1:
-                t.extras["explore"] = round(0.6 * rng.random(), 3)
+                t.plan = EpisodePlan(epsilon=round(0.6 * rng.random(), 3))
             out.append(t)
     return out

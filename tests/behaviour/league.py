@@ -3,15 +3,16 @@
 A whole league run is not reproducible (episode ids are random and feed DigiRL's held-out
 split; the collector thread draws frontier tasks from the success table the trainer thread
 writes; with ``overlap`` the version acting after an update depends on thread timing), so the
-deterministic parts are recorded one by one, each from a league built as `LeagueTrainer` builds
-it (`seed_everything(cfg.seed)`, `League.build`, `PBT.populate` when ``league.pbt`` is set):
+deterministic parts are recorded one by one, each from a league built as the trainer's league
+observer builds it (`seed_everything(cfg.seed)`, `League.build`, `PBT.populate` when
+``league.pbt`` is set):
 
-- ``assign``: frontier sampling as the collector's pool uses it (`LeagueTaskSampler` seeded as
-  the trainer seeds it, `LeagueActors.assign`), for 60 episodes whose outcomes are recorded in
-  the league as they are drawn; then each policy's frontier probabilities; and the mapping's
-  own choice (`League.assign`, frontier off) for a fixed sequence of 40 tasks;
-- ``learn``: one iteration of `LeagueLearners` on the fixed dataset (each episode labelled
-  with the policy the mapping gives it and routed to `League.destinations`): where each
+- ``assign``: frontier sampling as the planner uses it (`FrontierAssignment` seeded as the
+  trainer seeds it), for 60 episodes whose outcomes are recorded in the league as they are
+  drawn; then each policy's frontier probabilities; and the mapping's own choice
+  (`League.assign`, frontier off) for a fixed sequence of 40 tasks;
+- ``learn``: one iteration of the league's `Population` on the fixed dataset (each episode
+  planned for the policy the mapping gives it and routed to `League.destinations`): where each
   episode went, then each policy's metrics, selection and parameter deltas;
 - ``decide``: 12 iterations of recorded outcomes (40 episodes each, success drawn per policy
   from fixed rates), each ended with `League.end_iteration` and, with PBT, `PBT.step`: the
@@ -26,15 +27,15 @@ import threading
 from typing import Any
 
 from devicerl.config import load_config
-from devicerl.league.acting import POLICY_KEY
 from devicerl.league.hparams import get_hparams
 from devicerl.league.pbt import PBT
-from devicerl.league.state import League, weights_hash
-from devicerl.runtime.league.acting import LeagueActors, LeagueTaskSampler
-from devicerl.runtime.league.learning import LeagueLearners
+from devicerl.league.state import Frozen, League, weights_hash
+from devicerl.records import EpisodePlan
+from devicerl.runtime.league_run import FrontierAssignment, member_config
 from devicerl.runtime.learner_setup import seed_everything
+from devicerl.runtime.population import Population
 from devicerl.runtime.train_config import TrainConfig
-from devicerl.tasks import resolve
+from devicerl.tasks import TaskSampler, resolve
 
 from .builders import ROOT, capture_selection, parameters
 from .dataset import trajectories
@@ -75,21 +76,22 @@ def record_assign(cfg: TrainConfig) -> dict[str, Any]:
     lock = threading.RLock()
     tasks = resolve(cfg.tasks.train)
     names = [t.name for t in tasks]
-    sampler = LeagueTaskSampler(league, lock, tasks, cfg.seed * 1_000_003, cfg.tasks.max_steps)
-    actors = LeagueActors(league, lock, sampler)
+    seed = cfg.seed * 1_000_003
+    sampler = TaskSampler(tasks, seed=seed, max_steps=cfg.tasks.max_steps, seeds="train")
+    assignment = FrontierAssignment(league, lock, tasks, seed)
     rng = random.Random(5)
     rate = {n: rng.choice([0.05, 0.3, 0.5, 0.7, 0.95]) for n in names}
     frontier = []
     for _ in range(60):
-        inst = sampler.next()
-        assert inst is not None
-        policy = actors.assign(inst.task.name, inst.seed)
+        chosen = assignment.next(sampler)
+        assert chosen is not None
+        inst, policy = chosen
         success = rng.random() < rate[inst.task.name]
         league.record(policy, inst.task.name, success)
         frontier.append([inst.task.name, inst.seed, policy, success])
     probabilities = {
-        p: dict(zip(mine, sampler.frontier.probabilities(p, mine)))
-        for p in sorted(sampler.shares())
+        p: dict(zip(mine, assignment.frontier.probabilities(p, mine)))
+        for p in sorted(assignment.shares())
         for mine in [league.mapping.tasks_of(p, names)]
     }
     league, _ = build_league(cfg)
@@ -106,31 +108,42 @@ def league_dataset(cfg: TrainConfig) -> list[Any]:
     return trajectories(names, per_task=max(3, -(-48 // len(names))))
 
 
+def league_population(cfg: TrainConfig, league: League) -> Population:
+    """The league's members in a `Population`, as `devicerl.runtime.league_run.LeagueRun`
+    adds them."""
+    population = Population(cfg)
+    population.destinations = league.destinations
+    for name, m in league.members.items():
+        frozen = isinstance(m.policy, Frozen)
+        config = member_config(cfg, name, m.spec)
+        population.add(name, m.policy, config, m.spec.agent.make, trains=m.spec.trainable, frozen=frozen)
+    return population
+
+
 def record_learn(cfg: TrainConfig) -> dict[str, Any]:
     league, _ = build_league(cfg)
-    learners = LeagueLearners(cfg, league)
-    learners.sync_members()
+    population = league_population(cfg, league)
     data = league_dataset(cfg)
     routes = []
     for t in data:
-        t.extras[POLICY_KEY] = league.assign(t.task)
-        routes.append([t.extras[POLICY_KEY], learners.route(t)])
-    kept = {name: capture_selection(pl.learner, data) for name, pl in learners.by_name.items()}
+        t.plan = EpisodePlan(policy=league.assign(t.task))
+        routes.append([t.plan.policy, population.route(t)[0]])
+    learners = {m.name: m.learner for m in population.trainable()}
+    kept = {name: capture_selection(learner, data) for name, learner in learners.items()}
     before = {
-        name: snapshot(parameters(pl.learner.actor, pl.learner))
-        for name, pl in learners.by_name.items()
+        name: snapshot(parameters(learner.actor, learner)) for name, learner in learners.items()
     }
     seed_everything(cfg.seed)
-    metrics = learners.update()
+    metrics = population.update()
     policies = {}
-    for name, pl in learners.by_name.items():
-        after = parameters(pl.learner.actor, pl.learner)
+    for name, learner in learners.items():
+        after = parameters(learner.actor, learner)
         policies[name] = {
             "selection": kept[name],
             "deltas": delta_summary(before[name], after),
-            "version": pl.learner.actor.version,
+            "version": learner.actor.version,
         }
-    learners.close()
+    population.close()
     return {"routes": routes, "metrics": metrics, "policies": policies}
 
 

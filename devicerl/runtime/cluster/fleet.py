@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import ConfigError
-from devicerl.records import Trajectory
+from devicerl.records import DEFAULT_POLICY, Trajectory
+from devicerl.runtime.acting_copies import Published
 from devicerl.runtime.cluster.group import (
     GROUP_LOST,
     NODE_LOST,
@@ -93,7 +94,7 @@ class RolloutFleet:
         cfg: TrainConfig,
         *,
         version: int = 0,
-        weights: dict[str, Any] | None = None,
+        roster: dict[str, Published] | None = None,
         max_ahead: int | None = None,
         init_kwargs: dict[str, Any] | None = None,
     ) -> None:
@@ -102,7 +103,7 @@ class RolloutFleet:
             raise ConfigError("RolloutFleet needs rollouts.groups >= 1")
         self.cfg = cfg
         self.target = cfg.rollouts.groups
-        self.max_ahead = max_ahead or cfg.max_ahead or 2 * cfg.trajectories_per_iter
+        self.max_ahead = max_ahead or 2 * cfg.trajectories_per_iter
         self.owns_ray = connect(cfg.cluster.address, **(init_kwargs or {}))
         import ray
 
@@ -113,8 +114,8 @@ class RolloutFleet:
         self._incarnations: Counter[int] = Counter()
         self._gone: dict[str, float] = {}  # summed stats of groups that are gone
         self._weights = _Weights(version)
-        if weights is not None:
-            self.publish(weights, version)
+        if roster is not None:
+            self.publish(roster, version)
         self._out: deque[Trajectory] = deque()
         self.seen: set[str] = set()  #: ids of every episode that arrived (or was closed lost)
         #: finished episodes shipped before their verdict: id -> (group, incarnation), episode
@@ -146,8 +147,11 @@ class RolloutFleet:
                 raise RuntimeError("rollout fleet stopped")
             time.sleep(0.01)
 
-    def publish(self, weights: dict[str, Any] | None, version: int) -> None:
-        """New weights for every group: one object in the store, one ref shared by all."""
+    def publish(self, roster: dict[str, Published], version: int) -> None:
+        """New weights for every group: one object in the store, one ref shared by all (a
+        fleet acts with one policy: the roster's `DEFAULT_POLICY`)."""
+        pub = roster.get(DEFAULT_POLICY)
+        weights = pub.weights if pub is not None else None
         ref = None
         if weights is not None:
             ref = self.ray.put(weights)

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from devicerl.agents.base import Policy
-from devicerl.records import EndReason, Trajectory
+from devicerl.records import DEFAULT_POLICY, EndReason, Trajectory
 from devicerl.runtime.cluster.verdicts import JudgeEscrow, Relabel, detached
-from devicerl.runtime.collector import Collector
-from devicerl.runtime.exploration import TaskExploration
+from devicerl.runtime.collection import CollectorThread
+from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.planning import EpisodePlanner
 from devicerl.tasks import TaskSampler, resolve
 
 if TYPE_CHECKING:
@@ -139,10 +140,8 @@ class RolloutGroup:
         self.policy: Policy = replace(cfg.agent, device=device).make()
         self._latest = spec.weights
         self.policy.version = -1
-        self._fresh_policy()
+        self.current(set())
         self._cond = threading.Condition()
-        self._resume = threading.Event()
-        self._stop = threading.Event()
         self._outbox: deque[Trajectory] = deque()
         self._early: set[str] = set()  # shipped from the pool before the collector saw them
         self._awaiting: set[str] = set()  # shipped unjudged; their labels still to ship
@@ -150,15 +149,28 @@ class RolloutGroup:
         self._unacked: dict[int, str] = {}  # ledger rows of replies not acknowledged yet
         self._ledger_lock = threading.Lock()
         self._paused = False
-        self.error: str | None = None
-        self.collector: Collector | None = None
         self.judge: JudgeEscrow | None = None
         if cfg.judge.kind != "native":
             from devicerl.judges.factory import make_runner
 
             self.judge = JudgeEscrow(make_runner(cfg.judge))
-        self._thread = threading.Thread(target=self._run, name="rollout-group", daemon=True)
-        self._thread.start()
+        sampler = TaskSampler(
+            resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
+        )
+        planner = EpisodePlanner(
+            sampler, exploration=ExplorationSchedule.from_config(cfg.exploration)
+        )
+        self.thread = CollectorThread(
+            lambda: cfg.env.make_pool(planner, seed=spec.seed()),
+            self,
+            self._ship,
+            judge=self.judge,
+            on_episode=planner.record,
+            overlap=cfg.overlap,
+            batch=-(-cfg.trajectories_per_iter // max(1, cfg.rollouts.groups)),
+            paused=lambda: self._paused,
+            name="rollout-group",
+        ).start()
 
     # -- calls from the fleet -------------------------------------------------------------------
     def where(self) -> dict[str, Any]:
@@ -175,12 +187,12 @@ class RolloutGroup:
         with self._cond:
             if version > self._latest.version:
                 self._latest = _Weights(version, refs[0] if refs else None)
-        self._resume.set()
+        self.thread.resume.set()
 
     def throttle(self, paused: bool) -> None:
         """Pause (or resume) collection: the learner has enough unconsumed episodes."""
         self._paused = paused
-        self._resume.set()
+        self.thread.resume.set()
 
     def pull(self, timeout_s: float, ack: int = 0) -> Shipment:
         """Finished episodes not shipped yet (waits up to ``timeout_s`` for one); ``ack``: the
@@ -188,7 +200,9 @@ class RolloutGroup:
         self.acknowledge(ack)
         end = time.monotonic() + timeout_s
         with self._cond:
-            while not (self._outbox or self.error or self._stop.is_set() or self._ended()):
+            while not (
+                self._outbox or self.error or self.thread.stop_event.is_set() or self._ended()
+            ):
                 left = end - time.monotonic()
                 if left <= 0:
                     break
@@ -227,7 +241,7 @@ class RolloutGroup:
             self._stats(),
             self.node_id,
             self.error,
-            stopped=not self._thread.is_alive(),
+            stopped=not self.thread.alive,
             awaiting=awaiting,
             labels=labels,
             seq=seq,
@@ -271,9 +285,7 @@ class RolloutGroup:
 
     def stop(self, timeout_s: float = 30.0) -> dict[str, float]:
         """Stop collecting and close the devices (episodes in flight are dropped)."""
-        self._stop.set()
-        self._resume.set()
-        self._thread.join(timeout_s)
+        self.thread.stop(timeout_s)
         if self.judge is not None:  # verdicts still coming: the last pull ships them
             judged = self.judge.drain(timeout_s)
             with self._cond:
@@ -282,59 +294,46 @@ class RolloutGroup:
         return self._stats()
 
     # -- the collector thread ---------------------------------------------------------------------
-    def _run(self) -> None:
-        cfg, spec = self.spec.cfg, self.spec
-        exploration = TaskExploration.from_config(cfg.exploration)
-        sampler = TaskSampler(
-            resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
-        )
-        batch = -(-cfg.trajectories_per_iter // max(1, cfg.rollouts.groups))
-        try:
-            with cfg.env.make_pool(sampler, seed=spec.seed()) as pool:
-                self.pool = pool
-                self.collector = Collector(
-                    pool,
-                    self.policy,
-                    policy_source=self._fresh_policy,
-                    judge=self.judge,
-                    exploration=exploration,
-                )
-                seen = self.policy.version
-                for produced, traj in enumerate(self.collector.collect(None, stop=self._stop), 1):
-                    with self._cond:
-                        self._outbox.append(traj)
-                        self._cond.notify_all()
-                    if not cfg.overlap and produced % batch == 0:  # DigiRL's rhythm
-                        self._hold(lambda s=seen: self._latest.version <= s)
-                        seen = self._latest.version
-                    self._hold(lambda: self._paused)
-        except BaseException as e:  # shipped to the fleet, which raises it
-            log.exception("rollout group %d failed", spec.index)
-            self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.pool = None
-            with self._cond:
-                self._cond.notify_all()
+    @property
+    def error(self) -> str | None:
+        e = self.thread.error
+        return f"{type(e).__name__}: {e}" if e is not None else None
 
-    def _hold(self, waiting) -> None:
-        while waiting() and not self._stop.is_set():
-            self._resume.wait(0.2)
-            self._resume.clear()
+    @property
+    def collector(self) -> Any:
+        return self.thread.collector
 
-    def _fresh_policy(self) -> Policy | None:
+    @property
+    def pool(self) -> Any:
+        return self.thread.pool
+
+    def _ship(self, traj: Trajectory) -> bool:
+        with self._cond:
+            self._outbox.append(traj)
+            self._cond.notify_all()
+        return True
+
+    # the collector's policy source: the newest published weights, fetched between batches
+    @property
+    def version(self) -> int:
+        return self._latest.version
+
+    def wait_newer(self, version: int, stop: threading.Event) -> None:
+        while self._latest.version <= version and not stop.is_set():
+            self.thread.resume.wait(0.2)
+            self.thread.resume.clear()
+
+    def current(self, in_use: set[str]) -> dict[str, Policy]:
         latest = self._latest
-        if latest.version <= self.policy.version:
-            return None
-        weights = self.ray.get(latest.ref) if latest.ref is not None else None
-        if weights is None:
-            self.policy.version = latest.version
-        else:
-            self.policy.set_weights(weights, latest.version)
-        return self.policy
+        if latest.version > self.policy.version:
+            weights = self.ray.get(latest.ref) if latest.ref is not None else None
+            if weights is None:
+                self.policy.version = latest.version
+            else:
+                self.policy.set_weights(weights, latest.version)
+        return {DEFAULT_POLICY: self.policy}
 
     # -- helpers ---------------------------------------------------------------------------------
-    pool: Any = None
-
     def _in_pool(self) -> tuple[list[Trajectory], list[Trajectory]]:
         pool = self.pool
         return pool.episodes_in_progress() if pool is not None else ([], [])

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
-from devicerl.algos.base import GradSync
+from devicerl.algos.grad_sync import GradSync
 
 T = TypeVar("T")
 

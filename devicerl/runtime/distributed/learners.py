@@ -107,12 +107,9 @@ def follow(group: GroupInfo) -> int:
 
 def check_batch_sizes(cfg: Any, processes: int) -> None:
     """Every minibatch must give each learner process at least one item."""
-    sizes = {"filtered_bc.actor.batch_size": cfg.filtered_bc.actor.batch_size}
+    sizes = {"actor.batch_size": cfg.actor.batch_size}
     if cfg.algo == "digirl":
-        sizes = {
-            "digirl.actor.batch_size": cfg.digirl.actor.batch_size,
-            "digirl.critic.batch_size": cfg.digirl.critic.batch_size,
-        }
+        sizes["critic.batch_size"] = cfg.critic.batch_size
     for key, size in sizes.items():
         if size < processes:
             raise ConfigError(f"{key}={size} is smaller than the {processes} learner processes")

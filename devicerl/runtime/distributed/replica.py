@@ -18,7 +18,8 @@ from typing import Any
 import torch
 
 from devicerl.agents.base import Policy
-from devicerl.algos.base import GradSync, Learner
+from devicerl.algos.base import Learner
+from devicerl.algos.grad_sync import GradSync
 from devicerl.records import Trajectory
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,7 @@ class LearnerReplica:
     def __init__(self, cfg: Any, grad_sync: GradSync, device: torch.device | None = None) -> None:
         from devicerl.runtime.learner_setup import make_learner, seed_everything
 
-        if cfg.torch_threads > 0:
+        if cfg.torch_threads is not None:
             torch.set_num_threads(cfg.torch_threads)
         seed_everything(cfg.seed)
         spec = cfg.agent

@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from devicerl.agents.base import Policy
-from devicerl.algos.base import GradSync, Learner
+from devicerl.algos.base import Learner
+from devicerl.algos.grad_sync import GradSync
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
 from devicerl.runtime.distributed.learners import LearnerGroup

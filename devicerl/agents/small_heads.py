@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from devicerl.actions import Action, ActionType
 from devicerl.agents.featurize import ObsMeta, tap_point
 from devicerl.agents.small_net import DRAG, MASKED, POINT, Encoded, HeadLogits, SmallPolicyNet
-from devicerl.agents.small_point import Path, anchor_points, point_paths
+from devicerl.agents.small_point import PointChoice, anchor_points, point_choices
 from devicerl.agents.small_text import CharSource, can_write, page_span_text, page_spans
 
 _POINT_TOL = 1e-6
 #: An exploration floor: one level for the batch, or one per observation ([B, 1] tensor).
-Explore = float | torch.Tensor
+Epsilon = float | torch.Tensor
 
 
 class HeadLogProbs(NamedTuple):
@@ -38,12 +38,10 @@ class HeadLogProbs(NamedTuple):
     point: torch.Tensor | None = None  # [B, anchors, offsets^2]: log p(anchor) + log p(offset)
     source: torch.Tensor | None = None  # [B, 3]
     page: torch.Tensor | None = None  # [B, Le, W, W]: log p(element, start, end)
-    explore: Explore = 0.0
-    #: the span log-probs without the floor (explore_spans), for greedy choices
-    span_greedy: torch.Tensor | None = None
+    epsilon: Epsilon = 0.0
 
 
-def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch.Tensor:
+def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Epsilon) -> torch.Tensor:
     """log((1 - eps) p + eps u), u uniform over the options that are not masked (``eps``: one
     level, or one per row as a [B, 1] tensor)."""
     if isinstance(eps, float | int) and eps <= 0:
@@ -54,22 +52,10 @@ def with_floor(log_p: torch.Tensor, logits: torch.Tensor, eps: Explore) -> torch
     return torch.where(valid, mixed.clamp(min=1e-30).log(), log_p)
 
 
-def with_span_floor(span: torch.Tensor, quoted: torch.Tensor, eps: Explore) -> torch.Tensor:
-    """The joint span log-probs [B, Li, Li] with ``eps`` of a uniform choice over the `quoted`
-    spans mixed in (rows without a quoted span unchanged)."""
-    if isinstance(eps, torch.Tensor):
-        eps = eps.view(-1, 1, 1)
-    elif eps <= 0:
-        return span
-    n = quoted.flatten(1).sum(-1).view(-1, 1, 1)
-    mixed = (1 - eps) * span.exp() + eps * quoted / n.clamp(min=1)
-    keep = (span > MASKED / 2) & (n > 0)
-    return torch.where(keep, mixed.clamp(min=1e-30).log(), span)
-
-
-def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.0) -> HeadLogProbs:
-    """Log-probs of every head at ``temperature``; the floor covers the action type, the
-    element and, when on, the gesture, the point anchor, the text source and the typed span."""
+def head_log_probs(logits: HeadLogits, temperature: float, epsilon: Epsilon = 0.0) -> HeadLogProbs:
+    """Log-probs of every head at ``temperature``; the floor (``epsilon`` of a uniform choice)
+    covers the action type, the element and, when on, the gesture, the point anchor and the
+    text source."""
     t = float(temperature)
 
     def lsm(x: torch.Tensor) -> torch.Tensor:
@@ -78,28 +64,25 @@ def head_log_probs(logits: HeadLogits, temperature: float, explore: Explore = 0.
     gesture = lsm(logits.gesture)
     point = source = page = None
     if logits.touch is not None:
-        gesture = with_floor(gesture, logits.gesture, explore)
+        gesture = with_floor(gesture, logits.gesture, epsilon)
         anchors, offsets = logits.touch
-        point = with_floor(lsm(anchors), anchors, explore).unsqueeze(-1) + lsm(offsets)
+        point = with_floor(lsm(anchors), anchors, epsilon).unsqueeze(-1) + lsm(offsets)
     if logits.source is not None:
-        source = with_floor(lsm(logits.source), logits.source, explore)
+        source = with_floor(lsm(logits.source), logits.source, epsilon)
     if logits.page is not None:
         elem, start, end = logits.page
         page = lsm(elem)[..., None, None] + lsm(start)[..., None] + lsm(end)
-    span = span_greedy = lsm(logits.start).unsqueeze(-1) + lsm(logits.end)
-    if logits.quoted_spans is not None:
-        span = with_span_floor(span, logits.quoted_spans, explore)
+    span = lsm(logits.start).unsqueeze(-1) + lsm(logits.end)
     return HeadLogProbs(
-        with_floor(lsm(logits.type), logits.type, explore),
+        with_floor(lsm(logits.type), logits.type, epsilon),
         gesture,
-        with_floor(lsm(logits.element), logits.element, explore),
+        with_floor(lsm(logits.element), logits.element, epsilon),
         span,
         logits.enc,
         point,
         source,
         page,
-        explore,
-        span_greedy,
+        epsilon,
     )
 
 
@@ -110,7 +93,7 @@ def lift_log_probs(
     assert lp.enc is not None
     enc = Encoded(*(None if f is None else f[rows] for f in lp.enc))
     anchors, offsets = net.lift(enc, touch_xy)
-    eps = lp.explore[rows] if isinstance(lp.explore, torch.Tensor) else lp.explore
+    eps = lp.epsilon[rows] if isinstance(lp.epsilon, torch.Tensor) else lp.epsilon
     lsm = F.log_softmax
     return with_floor(lsm(anchors / t, -1), anchors, eps).unsqueeze(-1) + lsm(offsets / t, -1)
 
@@ -121,9 +104,9 @@ class Alternatives:
 
     elements: list[int] = field(default_factory=list)  # tap on an element's centre
     swipe: int | None = None  # a fixed swipe (gesture index)
-    points: list[Path] = field(default_factory=list)  # a tap at a chosen point
-    drag_touch: list[Path] = field(default_factory=list)
-    drag_lift: list[Path] = field(default_factory=list)
+    points: list[PointChoice] = field(default_factory=list)  # a tap at a chosen point
+    drag_touch: list[PointChoice] = field(default_factory=list)
+    drag_lift: list[PointChoice] = field(default_factory=list)
     touch_xy: tuple[float, float] | None = None
     spans: list[tuple[int, int]] = field(default_factory=list)  # instruction spans
     page: list[tuple[int, int, int]] = field(default_factory=list)  # (element, start, end)
@@ -152,8 +135,8 @@ def dual_point_target(
         if action == swipe:
             alt.swipe = g
     pts = points_of(meta, net)
-    touch, t_exact = point_paths(pts, *action.touch)
-    lift, l_exact = point_paths(pts, *action.lift)
+    touch, t_exact = point_choices(pts, *action.touch)
+    lift, l_exact = point_choices(pts, *action.lift)
     if tap and t_exact:
         alt.points = touch
     if t_exact and l_exact:
@@ -185,7 +168,7 @@ def type_target(
     return alt, False, "typed text"
 
 
-def flat_index(paths: Sequence[Path], k2: int) -> list[int]:
+def flat_index(paths: Sequence[PointChoice], k2: int) -> list[int]:
     return [a * k2 + o for a, o in paths]
 
 
