@@ -4,16 +4,18 @@
 and the UI elements), so its demonstrations are learnable from observations: tap the element
 labelled X; to type W into X, tap X until it is focused, then type W.
 
-`PlanOracle` follows the plan a task publishes with its first observation
-(``extras["oracle_plan"]``, e.g. the web-skills pages of `devicerl.tasks.webskills`): taps of
-elements by DOM id (at their centre, where the small agent taps), texts to type, Enter, and
-taps and drags at free points. Where no plan is published it falls back to `SyntheticOracle`.
+`PlanOracle` follows the solution a device knows for its episode (`DeviceEnv.oracle`, e.g. the
+web-skills pages of `devicerl.tasks.webskills`; the collector hands it to policies that declare
+``uses_oracle``, never through the observation): taps of elements by DOM id (at their centre,
+where the small agent taps), texts to type, Enter, and taps and drags at free points. Where a
+device has no solution it falls back to `SyntheticOracle`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
@@ -69,16 +71,27 @@ def _plan_action(obs: Observation, step: dict) -> Action:
 
 
 class PlanOracle(SyntheticOracle):
-    """Follows ``extras["oracle_plan"]``, one step per action taken so far (the collector passes
-    the episode's earlier actions: ``uses_history``); `SyntheticOracle` where there is no plan.
-    After the plan's last step it declares the task complete."""
+    """Follows the device's plan, one step per action taken so far (the collector passes the
+    episode's earlier actions, ``uses_history``, and its plan, ``uses_oracle``);
+    `SyntheticOracle` where there is no plan. After the plan's last step it declares the task
+    complete."""
 
     uses_history = True
+    uses_oracle = True
 
-    def _one(self, obs: Observation) -> Action:
-        plan = obs.extras.get("oracle_plan")
-        if plan is None:
-            return super()._one(obs)
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+        oracle: Sequence[Any] | None = None,
+    ) -> list[ActionSample]:
+        plans = list(oracle) if oracle is not None else [None] * len(observations)
+        return [ActionSample(self._follow(o, p), log_prob=0.0) for o, p in zip(observations, plans)]
+
+    def _follow(self, obs: Observation, plan: Any) -> Action:
+        if not plan:
+            return self._one(obs)
         done = len(obs.previous_actions)
         if done >= len(plan):
             return Action(ActionType.STATUS_TASK_COMPLETE)

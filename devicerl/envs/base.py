@@ -115,6 +115,12 @@ class DeviceEnv(ABC):
         obs.step = 0
         return obs
 
+    def oracle(self) -> Any:
+        """The current episode's solution when its task knows one (as BrowserGym's ``cheat``:
+        e.g. a web-skills page's plan of taps and texts), else None. For demonstrators only: it
+        is never part of an observation and never stored."""
+        return None
+
     def step(self, action: Action) -> StepResult:
         """Apply ``action`` and return the next observation, reward and episode flags."""
         self._check_open()

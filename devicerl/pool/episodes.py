@@ -7,6 +7,7 @@ observations and step results.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from devicerl.agents.base import ActionSample
 from devicerl.pool.workers.base import Reply
@@ -35,6 +36,8 @@ class Ready:
     task: str | None = None
     seed: int | None = None
     plan: EpisodePlan | None = None
+    #: the new episode's `DeviceEnv.oracle` (set with ``first``; for demonstrators only)
+    oracle: Any = None
 
 
 @dataclass

@@ -409,6 +409,7 @@ class EnvPool:
         ready = Ready(slot.env_id, None, last)
         ready.observation, ready.first = reply.observation, True
         ready.task, ready.seed, ready.plan = inst.task.name, inst.seed, inst.plan
+        ready.oracle = reply.oracle
         ready.trajectory, slot.finished = slot.finished, None
         self._out.append(ready)
 

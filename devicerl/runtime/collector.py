@@ -113,6 +113,8 @@ class DeviceSlot:
     plan: EpisodePlan
     history: list[Action] = field(default_factory=list)
     waiting: Observation | None = None
+    #: the episode's `DeviceEnv.oracle`, handed only to policies that declare ``uses_oracle``
+    oracle: Any = None
 
 
 class Collector:
@@ -177,7 +179,7 @@ class Collector:
             elif r.trajectory is not None:
                 self._backlog.append(r.trajectory)
             if r.first:  # a new episode (after an end or a device restart)
-                self.slots[r.env_id] = DeviceSlot(r.plan or EpisodePlan())
+                self.slots[r.env_id] = DeviceSlot(r.plan or EpisodePlan(), oracle=r.oracle)
             slot = self.slots.get(r.env_id)
             if slot is not None:
                 slot.waiting = r.observation
@@ -214,9 +216,11 @@ class Collector:
                 observations = [
                     with_previous_actions(o, s.history) for o, s in zip(observations, slots)
                 ]
-            kwargs = {}
+            kwargs: dict[str, Any] = {}
             if any(s.plan.epsilon > 0 for s in slots):  # only when asked (see `Policy.act`)
                 kwargs["epsilon"] = [s.plan.epsilon for s in slots]
+            if getattr(policy, "uses_oracle", False):  # a demonstrator: the tasks' solutions
+                kwargs["oracle"] = [s.oracle for s in slots]
             samples = policy.act(observations, greedy=greedy, **kwargs)
             if len(samples) != len(group):
                 raise ValueError(f"{name}: {len(samples)} actions for {len(group)} devices")

@@ -32,10 +32,10 @@ skills of the reach heads (docs/agent-actions.md), which the first suite's agent
 - ``type-transformed``: type computed text (another case, a sum, a difference, the next number);
 - ``scroll-find``: swipe a scrolling list until the named item shows, then tap it.
 
-Every page publishes an oracle plan (``observation.extras["oracle_plan"]``: taps of element
-ids, texts to type, Enter, and taps and drags at free points of the frame, which lie on the
-small agent's default point lattice), which the ``oracle`` agent
-(`devicerl.agents.scripted.PlanOracle`) follows to record demonstrations; agents read the page,
+Every page knows its solution (the device's `DeviceEnv.oracle`: taps of element ids, texts to
+type, Enter, and taps and drags at free points of the frame, which lie on the small agent's
+default point lattice), which the ``oracle`` agent (`devicerl.agents.scripted.PlanOracle`)
+follows to record demonstrations; it is never part of an observation, so agents read the page,
 never the plan. Words, labels and values come from the pages' own lists
 (``webskills_html/common.js``). ``configs/webskills-pretrain.yaml`` collects and imitates the
 first suite, ``configs/webskills-pretrain-reach.yaml`` both (docs/pretraining.md).
@@ -115,5 +115,9 @@ class WebSkillsSuite(MiniWoBSuite):
 
     def on_reset(self, task: Task, value: Any) -> tuple[str, dict[str, Any]]:
         value = value if isinstance(value, dict) else {}
-        plan = [dict(step) for step in value.get("plan") or [] if isinstance(step, dict)]
-        return str(value.get("utterance", "")), {"oracle_plan": plan}
+        return str(value.get("utterance", "")), {}
+
+    def oracle(self, task: Task, value: Any) -> list[dict[str, Any]]:
+        """The page's plan (`DeviceEnv.oracle`): taps, texts, Enter, free points and drags."""
+        value = value if isinstance(value, dict) else {}
+        return [dict(step) for step in value.get("plan") or [] if isinstance(step, dict)]

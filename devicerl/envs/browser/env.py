@@ -146,6 +146,7 @@ class BrowserEnv(DeviceEnv):
         self._episodes = 0
         self._instruction = ""
         self._extras: dict[str, Any] = {}
+        self._oracle: Any = None
         self._screen = (0, 0, 1, 1)
         self._observe_js = ""
         self._broken: str | None = None
@@ -181,6 +182,9 @@ class BrowserEnv(DeviceEnv):
         """Pids this device runs on: its Chromium tree and the process's Playwright driver."""
         pids = self._chromium.process_ids()
         return [*pids, self._hub.driver_pid] if self._hub.driver_pid else pids
+
+    def oracle(self) -> Any:
+        return self._oracle
 
     @property
     def screen_size(self) -> tuple[int, int]:
@@ -258,6 +262,7 @@ class BrowserEnv(DeviceEnv):
         )
         reset_value = await self._evaluate(expr, await_promise=True)
         self._instruction, self._extras = suite.on_reset(task, reset_value)
+        self._oracle = suite.oracle(task, reset_value)
         await self._settle_resources()
         return await self._observe_async()
 

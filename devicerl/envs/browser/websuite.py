@@ -91,6 +91,11 @@ class WebSuite(ABC):
         """The instruction and observation extras from the reset script's value."""
         return task.instruction or "", {}
 
+    def oracle(self, task: Task, value: Any) -> Any:
+        """The episode's solution from the reset script's value, when the suite knows one
+        (`DeviceEnv.oracle`); never part of the observation."""
+        return None
+
     def on_status(self, task: Task, value: Any) -> TaskStatus:
         return TaskStatus()
 

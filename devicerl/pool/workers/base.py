@@ -85,6 +85,8 @@ class Reply:
     elapsed_s: float = 0.0
     #: The device's traceback, for an error reply.
     traceback: str = ""
+    #: A reset's `DeviceEnv.oracle` (the episode's solution, for demonstrators; never stored).
+    oracle: Any = None
 
     @property
     def shown(self) -> Observation | None:
@@ -98,7 +100,7 @@ def execute(env: DeviceEnv, command: Command) -> Reply:
     try:
         if command.kind == "reset":
             obs = env.reset(command.task, command.seed)
-            return Reply("reset", obs, elapsed_s=time.perf_counter() - t0)
+            return Reply("reset", obs, elapsed_s=time.perf_counter() - t0, oracle=env.oracle())
         if command.kind == "step":
             assert command.action is not None
             result = env.step(command.action)
