@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 .PHONY: demo test setup system venv lint format bench clean
 
 demo: setup
-	$(PY) -m devicerl demo
+	$(PY) -m devicerl demo --overwrite
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -7,7 +7,8 @@ store that ``offline_data=`` reads (`devicerl.runtime.trainer.load_offline`). Fa
 dropped. The steps carry no log-prob (they are not the agent's own) and policy version 0.
 
 Demonstrations go beyond the DigiRL paper (its offline data are the pre-trained policy's own
-rollouts): docs/learning.md reports them as a separate row, never as `paper` or `tuned`.
+rollouts): their rows are reported apart, never as `paper` or `tuned`
+(benchmarks/results/notes-dev16-demonstrations-2026-11-25.md).
 
     python benchmarks/demonstrations.py --tasks login-user --episodes 10 --out runs/demos
 """

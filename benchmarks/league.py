@@ -3,11 +3,11 @@
 MiniWoB++ ``miniwob-dev16``, the small CPU agent trained online from scratch (tuned DigiRL
 setup), every system at the same total env budget (every env step of every policy counts):
 
-- ``single``: one generalist on all 16 tasks (``configs/miniwob-digirl-tuned.yaml``);
+- ``single``: one generalist on all 16 tasks (the shipped ``miniwob-digirl-tuned``);
 - ``league``: specialists per task cluster + a generalist that learns from their kept episodes
-  (``configs/miniwob-league-dev16.yaml``); the number reported is the GENERALIST alone;
+  (the shipped ``miniwob-league-dev16``); the number reported is the GENERALIST alone;
 - ``pbt``: the generalist with ``league.pbt``, a population of 4 sharing the budget
-  (``configs/miniwob-league-pbt.yaml``); the member PBT ranks best at the end is evaluated;
+  (the shipped ``miniwob-league-pbt``); the member PBT ranks best at the end is evaluated;
 - ``fixed``: the same generalist with the default hyperparameters, which is exactly
   ``single`` (same config, no population): its runs are reported, not run twice.
 
@@ -16,7 +16,7 @@ setup), every system at the same total env budget (every env step of every polic
 (``RUN/at-<steps>/agent``), evaluated greedily on the test instances of all 16 tasks, and the
 run resumes from its checkpoint. At the end every system's policy is evaluated greedily and
 sampling its actions (T=1). Intervals are Student-t over training seeds
-(`devicerl.runtime.comparison_report`); docs/league.md#benchmark says how to read the output.
+(`harness.report`); docs/league.md#benchmark says how to read the output.
 
 Resumable: finished phases and evaluations of the same config and code are reused, and a run
 killed mid-phase resumes from its last checkpoint (every 5 iterations). Last line:
@@ -40,11 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from devicerl.config import read_yaml
-from devicerl.runtime.comparison import (
-    CONFIGS,
-    RunResult,
+from harness.comparison import (
     evaluate_agent,
     finished,
     run_arguments,
@@ -52,7 +48,8 @@ from devicerl.runtime.comparison import (
     task_rates,
     train_phases,
 )
-from devicerl.runtime.comparison_report import (
+from harness.report import (
+    RunResult,
     diagnostics_table,
     read_curve,
     read_diagnostics,
@@ -61,6 +58,8 @@ from devicerl.runtime.comparison_report import (
     table,
     task_table,
 )
+
+from devicerl.config import read_yaml, shipped_configs
 from devicerl.runtime.provenance import provenance
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
@@ -68,9 +67,12 @@ from devicerl.runtime.train_config import TrainConfig
 SYSTEMS = ("single", "league", "pbt")
 #: The config file each system starts from (then the suite, budget and seed overrides).
 FILES = {
-    "single": CONFIGS / "miniwob-digirl-tuned.yaml",
-    "league": CONFIGS / "miniwob-league-dev16.yaml",
-    "pbt": CONFIGS / "miniwob-league-pbt.yaml",
+    system: shipped_configs()[name]
+    for system, name in (
+        ("single", "miniwob-digirl-tuned"),
+        ("league", "miniwob-league-dev16"),
+        ("pbt", "miniwob-league-pbt"),
+    )
 }
 SUITE = "dev16"
 #: The benchmark evaluates the saved policies itself; checkpoints make a killed run resumable.

@@ -2,11 +2,11 @@
 `tuned` setups side by side, on test instances.
 
 The small CPU agent, no demonstrations, the same env budget for each learner (online from
-scratch), each setup read from ``configs/miniwob-<algo>-<setup>.yaml``; every system is then
-evaluated on the same test instances (a seed range disjoint from training and validation),
-greedily and sampling (T=1). Per setup, ``--out/<suite>/<setup>/`` gets ``comparison.json``,
-``learning.png`` and ``report.md``. Printed: per setup a table with 95 % t-intervals across
-training seeds and per-task success, then the last two lines
+scratch), each setup the shipped ``miniwob-<algo>-<setup>`` (``devicerl/configs/``); every
+system is then evaluated on the same test instances (a seed range disjoint from training and
+validation), greedily and sampling (T=1). Per setup, ``--out/<suite>/<setup>/`` gets
+``comparison.json``, ``learning.png`` and ``report.md``. Printed: per setup a table with 95 %
+t-intervals across training seeds and per-task success, then the last two lines
 
     RESULT digirl=X filteredbc=X random=X env_steps=N setup=paper suite=dev split=test
     RESULT digirl=X filteredbc=X random=X env_steps=N setup=tuned suite=dev split=test
@@ -41,7 +41,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from devicerl.runtime.comparison import (
+from harness.comparison import (
     ABLATIONS,
     ALL_SYSTEMS,
     SETUPS,
@@ -52,7 +52,8 @@ from devicerl.runtime.comparison import (
     compare,
     run_arguments,
 )
-from devicerl.runtime.comparison_report import diagnostics_table, table, task_table
+from harness.report import diagnostics_table, table, task_table
+
 from devicerl.runtime.provenance import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,8 +1,8 @@
 """Full-suite benchmark: one DigiRL run over the 104 MiniWoB++ tasks of Synapse's Table 3,
 beside the published results.
 
-One multi-task training run of the small CPU agent (DigiRL, the `tuned` setup of
-``configs/miniwob-digirl-tuned.yaml``, online from scratch, no demonstrations) with the reach
+One multi-task training run of the small CPU agent (DigiRL, the `tuned` setup: the shipped
+``miniwob-digirl-tuned``, online from scratch, no demonstrations) with the reach
 heads of docs/agent-actions.md switched on (`HEADS`: taps at any point and drags, page-text
 spans, the character decoder, Enter, screenshot pixel features), over every task of Synapse
 (arXiv 2306.07863) App. A Table 3 (`TABLE3_TASKS`; names our ``miniwob`` package spells
@@ -19,7 +19,7 @@ the last line printed is
 
 (unreachable tasks count 0; a task is at human level when its success >= Human's score).
 Interrupted (killed, Ctrl-C, SIGTERM), the same command continues the run from its last
-checkpoint (`devicerl.runtime.comparison.run_one` with ``resume``); a finished run of the same
+checkpoint (`harness.comparison.run_one` with ``resume``); a finished run of the same
 config and code is read instead of re-run.
 
     python benchmarks/miniwob_suite.py --measure 300        # env steps/s on the 104-task mix
@@ -31,7 +31,7 @@ config and code is read instead of re-run.
 saved agent as it is, e.g. the web-skills pre-trained one (docs/pretraining.md); its own saved
 configuration then says which tasks it can reach. ``agent.path`` without ``--untrained``
 starts the DigiRL run from that agent, with the ``pretrained`` setup's fine-tuning settings
-(``configs/miniwob-digirl-pretrained.yaml``) instead of ``tuned``'s. ``agent.init_from=AGENT``
+(the shipped ``miniwob-digirl-pretrained``) instead of ``tuned``'s. ``agent.init_from=AGENT``
 does the same but keeps the reach heads: the benchmark's agent starts from that agent's
 weights, and the parts it lacks (the heads, the pixel features) start fresh
 (`devicerl.agents.small.SmallAgent.load_matching`):
@@ -53,8 +53,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.comparison import run_arguments
+
 from devicerl.errors import ConfigError
-from devicerl.runtime.comparison import run_arguments
 
 #: Synapse (arXiv 2306.07863), App. A, Table 3: the 104 MiniWoB++ tasks, in its order.
 TABLE3_TASKS: tuple[str, ...] = (
@@ -412,7 +413,7 @@ def _parse() -> argparse.Namespace:
 
 def _system(args: argparse.Namespace) -> str:
     """The comparison system this call runs: DigiRL, or the agent evaluated untrained."""
-    from devicerl.runtime.comparison import START
+    from harness.comparison import START
 
     return START if getattr(args, "untrained", False) else "digirl"
 
@@ -429,7 +430,7 @@ def _agent_kinds(cfg: Any) -> Any:
 
 
 def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):
-    from devicerl.runtime.comparison import run_config
+    from harness.comparison import run_config
 
     grown = any(o.startswith("agent.init_from=") for o in args.overrides)
     pretrained = grown or any(o.startswith("agent.path=") for o in args.overrides)
@@ -450,7 +451,8 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
     """A short training run on the mix, then one greedy test episode per task: env steps/s of
     each phase (training includes the learner's updates, evaluation only acts) and the
     training budget that fits ``--minutes`` with the full evaluation."""
-    from devicerl.runtime.comparison import evaluate_agent
+    from harness.comparison import evaluate_agent
+
     from devicerl.runtime.run_dir import RunDir
     from devicerl.runtime.trainer import Trainer
 
@@ -482,7 +484,8 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
 
 
 def main() -> int:
-    from devicerl.runtime.comparison import RunStopped, run_one
+    from harness.comparison import RunStopped, run_one
+
     from devicerl.runtime.provenance import provenance
     from devicerl.tasks import resolve
 

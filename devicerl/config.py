@@ -8,6 +8,9 @@
 - `save_config` writes the resolved config with secrets redacted: any field whose name
   contains key/token/secret/password, or that carries ``metadata={"secret": True}``.
 - Field help for ``--help`` comes from ``field(metadata={"help": "..."})``.
+- The shipped setups (``devicerl/configs/*.yaml``) are package data, so an installed wheel has
+  them too: `config_source` takes a file path or a shipped setup's name
+  (``miniwob-digirl-tuned``), `shipped_configs` lists them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import enum
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
@@ -236,6 +240,32 @@ def _yaml_error(e: yaml.YAMLError) -> str:
     if mark is None:
         return " ".join(str(problem).split())
     return f"line {mark.line + 1}, column {mark.column + 1}: {' '.join(str(problem).split())}"
+
+
+def shipped_configs() -> dict[str, Path]:
+    """Shipped setup name -> its file, read from the installed package (not from a checkout's
+    layout), sorted by name."""
+    folder = resources.files(__package__) / "configs"
+    files = [f for f in folder.iterdir() if f.name.endswith(".yaml")]
+    return {f.name.removesuffix(".yaml"): Path(str(f)) for f in sorted(files, key=str)}
+
+
+def config_source(spec: str | Path) -> Path:
+    """The config file `spec` names: an existing file, else a shipped setup by name (with or
+    without ``.yaml``); `ConfigError` naming the choices otherwise."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    shipped = shipped_configs()
+    name = path.name.removesuffix(".yaml") if path.parent == Path(".") else None
+    if name in shipped:
+        return shipped[name]
+    close = difflib.get_close_matches(str(name or path.stem), list(shipped), n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    raise ConfigError(
+        f"config {spec} is neither a file nor a shipped setup{hint}; shipped setups: "
+        f"{', '.join(shipped)}"
+    )
 
 
 def load_config(

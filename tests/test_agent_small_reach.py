@@ -320,7 +320,7 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
 
 def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None:
     from devicerl.agents.factory import AgentSpec
-    from devicerl.config import load_config
+    from devicerl.config import config_source, load_config
     from devicerl.errors import ConfigError
     from devicerl.runtime.train_config import TrainConfig
 
@@ -362,7 +362,7 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
     with pytest.raises(ConfigError, match="both set"):  # the pretrained setup names agent.path
         load_config(
             TrainConfig,
-            "configs/miniwob-digirl-pretrained.yaml",
+            config_source("miniwob-digirl-pretrained"),
             [f"agent.init_from={tmp_path / 'base'}"],
         )
     with pytest.raises(ConfigError, match="only the small agent"):

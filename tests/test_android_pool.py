@@ -9,7 +9,6 @@ import base64
 import io
 import re
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from PIL import Image
 
 from devicerl.actions import Action
 from devicerl.agents.base import FunctionPolicy
-from devicerl.config import load_config
+from devicerl.config import config_source, load_config
 from devicerl.envs import EnvSpec
 from devicerl.envs.android import AndroidEnv
 from devicerl.judges import JudgeConfig, is_labelled, make_runner
@@ -38,7 +37,6 @@ TASKS = [
     for n in (1, 2, 3)
 ]
 SERIALS = ["emulator-5554", "emulator-5556"]
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def _taps(instruction: str) -> int:
@@ -166,7 +164,7 @@ def test_vlm_judge_labels_android_episodes(tmp_path) -> None:
 
 
 def test_the_aitw_training_config_builds_android_devices() -> None:
-    cfg = load_config(TrainConfig, CONFIGS / "aitw-autoui-digirl-online.yaml")
+    cfg = load_config(TrainConfig, config_source("aitw-autoui-digirl-online"))
     recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, dict(cfg.env.kwargs)))
     env = recipe.make()  # no device I/O until the first reset
     assert isinstance(env, AndroidEnv) and env.serial is None and env.adb_port == 5037

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -31,21 +32,56 @@ def test_demo_collects(tmp_path) -> None:
     assert r.returncode == 0, r.stderr
     summary = json.loads((tmp_path / "d" / "summary.json").read_text())
     assert summary["episodes"] == 20 and summary["env_steps"] >= 20
+    again = ("demo", "--synthetic", "--episodes", "5", "--devices", "1", "--out", f"{tmp_path}/d")
+    r = run(*again)  # an earlier run is never written into
+    assert r.returncode == 2 and "--overwrite" in r.stderr and "--resume" not in r.stderr
+    assert json.loads((tmp_path / "d" / "summary.json").read_text())["episodes"] == 20
+    assert run(*again, "--overwrite").returncode == 0
+    assert json.loads((tmp_path / "d" / "summary.json").read_text())["episodes"] == 5
+
+
+def test_the_demo_is_the_shipped_setup_on_the_dev_suite() -> None:
+    from devicerl.cli.demo import demo_config
+    from devicerl.config import config_source, load_config
+    from devicerl.runtime.train_config import TrainConfig
+
+    cfg = demo_config("tuned", budget=2500, eval_episodes=10, seed=3)
+    shipped = load_config(TrainConfig, config_source("miniwob-digirl-tuned"))
+    assert (cfg.mode, cfg.algo, cfg.env_steps, cfg.seed, cfg.agent.seed) == (
+        "online", "digirl", 2500, 3, 3
+    )  # fmt: skip
+    assert cfg.tasks.train == "miniwob-dev" and cfg.eval.at_end
+    assert (cfg.eval.split, cfg.eval.n_tasks, cfg.eval.episodes_per_task) == ("test", 8, 10)
+    assert cfg.agent.small == shipped.agent.small and cfg.exploration == shipped.exploration
+    # the entropy bonus fades over the same share of the budget as in the setup's 8,000 steps
+    fade = round(shipped.digirl.actor.entropy_versions * 2500 / 8000)
+    assert cfg.digirl.actor.entropy_versions == fade
+    assert replace(cfg.digirl.actor, entropy_versions=0) == replace(
+        shipped.digirl.actor, entropy_versions=0
+    )
+    paper = demo_config("paper", budget=300, eval_episodes=1, seed=0)
+    assert paper.digirl.actor.entropy_coef == 0 and paper.exploration.max == 0
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # Chromium, training and two evaluations on a loaded 2-core machine
+@pytest.mark.timeout(900)  # Chromium, training and an evaluation on a loaded 2-core machine
 def test_demo_trains_on_miniwob_and_writes_a_report(tmp_path) -> None:
-    """The default demo, shortened: DigiRL on MiniWoB++ in Chromium vs the random policy."""
+    """The default demo, shortened: one DigiRL run on MiniWoB++ in Chromium, evaluated on test
+    instances at its end."""
     out = tmp_path / "demo"
     r = run("demo", "--budget", "150", "--eval-episodes", "1", "--out", str(out), timeout=600)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-3].startswith("RESULT digirl=")
-    report = json.loads((out / "comparison.json").read_text())
-    assert set(report["summary"]) == {"random", "digirl"}
-    trained = report["runs"][1]
-    assert trained["system"] == "digirl" and trained["env_steps"] >= 150 and trained["curve"]
-    assert report["summary"]["digirl"]["seeds"] == 1
-    assert (out / "learning.png").stat().st_size > 10_000
-    assert "| digirl |" in (out / "report.md").read_text()
-    assert (out / "digirl-s0" / "agent").is_dir() and (out / "digirl-s0" / "config.yaml").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["env_steps"] >= 150 and summary["episodes"] > 0
+    evaluation = json.loads((out / "eval.json").read_text())
+    assert evaluation["episodes"] == 8 and len(evaluation["per_task"]) == 8  # 8 tasks x 1
+    config = (out / "config.yaml").read_text()
+    assert "split: test" in config and "train: miniwob-dev" in config
+    report = (out / "report.md").read_text()
+    line = f"RESULT digirl={evaluation['success_rate']:.3f} "
+    assert line in report and line in r.stdout
+    assert "| evaluation: trained agent, greedy, test instances" in report
+    assert "| training rollouts" in report and "| miniwob/click-test |" in report
+    assert (out / "curves" / "success.png").stat().st_size > 5_000
+    assert "![success](curves/success.png)" in report
+    assert (out / "agent").is_dir()

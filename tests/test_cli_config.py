@@ -2,6 +2,7 @@
 
 import argparse
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -105,3 +106,25 @@ def test_helpers_for_other_commands(tmp_path) -> None:
     assert saved["api_key"] == REDACTED and saved["pool"]["workers"] == 2
     with pytest.raises(ConfigError, match=r"pool\.kind: 'thread' is not one of"):
         resolve_config(parser.parse_args(["r", "pool.kind=thread"]))
+
+
+def test_config_takes_a_file_or_a_shipped_setup_by_name(tmp_path, monkeypatch) -> None:
+    from devicerl.config import config_source, shipped_configs
+
+    shipped = shipped_configs()
+    assert {"miniwob-digirl-paper", "miniwob-digirl-tuned", "league-example"} <= set(shipped)
+    assert all(path.is_file() and path.suffix == ".yaml" for path in shipped.values())
+    tuned = shipped["miniwob-digirl-tuned"]
+    assert config_source("miniwob-digirl-tuned") == tuned
+    assert config_source("miniwob-digirl-tuned.yaml") == tuned
+    with pytest.raises(ConfigError, match=r"did you mean miniwob-digirl-tuned\?"):
+        config_source("configs/miniwob-digirl-tuned.yaml")  # the old checkout path: not a file
+    r = devicerl("train", "--config", "nope", "--print-config")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "config nope is neither a file nor a shipped setup" in r.stderr
+    r = devicerl("train", "--config", "miniwob-digirl-paper", "--print-config", "seed=4")
+    assert r.returncode == 0 and yaml.safe_load(r.stdout)["seed"] == 4
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "miniwob-digirl-tuned.yaml").write_text("seed: 7\n")  # a file wins over a name
+    assert config_source("miniwob-digirl-tuned.yaml") == Path("miniwob-digirl-tuned.yaml")
+    assert config_source("miniwob-digirl-tuned") == tuned

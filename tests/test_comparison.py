@@ -1,6 +1,7 @@
-"""The learning comparison behind benchmarks/learning.py and `devicerl demo`, on synthetic
+"""The benchmark harness behind benchmarks/learning.py (``benchmarks/harness``), on synthetic
 devices: a report with tables, t-intervals across seeds, curves and the RESULT line; test
-instances; finished runs are reused only when made by the same code; setups come from configs/."""
+instances; finished runs are reused only when made by the same code; setups are the shipped
+ones."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ import shutil
 from dataclasses import replace
 
 import pytest
-
-from devicerl.config import load_config
-from devicerl.errors import ConfigError
-from devicerl.runtime.comparison import (
+from harness.comparison import (
     SETUPS,
     _continuable,
     compare,
@@ -21,7 +19,10 @@ from devicerl.runtime.comparison import (
     run_config,
     run_one,
 )
-from devicerl.runtime.comparison_report import result_line, t_interval
+from harness.report import result_line, t_interval
+
+from devicerl.config import load_config
+from devicerl.errors import ConfigError
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 

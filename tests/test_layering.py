@@ -1,6 +1,9 @@
 """The package's walls: every module imports only layers below its own, as the README's
-"Layering" line says, and no modules import each other in a circle (imports inside functions
-count too: a lazy import is still a dependency)."""
+"Layering" line says; inside ``devicerl/runtime`` every part (module or sub-package) imports only
+parts below it in `RUNTIME_ORDER`; and no modules import each other in a circle. Imports inside
+functions count (a lazy import is still a dependency), and so do ``TYPE_CHECKING`` imports (a
+type a module names is a dependency of its design, even when it is never imported at run
+time)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,42 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "devicerl"
+#: The parts of ``devicerl/runtime`` (its modules and sub-packages), lowest first: a part
+#: imports only parts before it. The one place that says how runtime is layered.
+RUNTIME_ORDER = (
+    "run_lock",
+    "stop",
+    "progress",
+    "provenance",
+    "metrics",
+    "plots",
+    "checkpoint",
+    "run_dir",
+    "episode_counts",
+    "exploration",
+    "rollout",
+    "collector",
+    "evaluate",
+    "acting",
+    "train_config",
+    "learner_setup",
+    "preflight",
+    "cluster",
+    "distributed",
+    "trainer",
+    "league",
+    "viewer",
+)
+#: Imports (module -> module) that still point up `RUNTIME_ORDER`, listed so that none is
+#: added unseen: each goes when runtime is restructured (the test also fails when one of them
+#: is gone but still listed, so this list only shrinks).
+RUNTIME_BACK_EDGES = {
+    ("devicerl.runtime.train_config", "devicerl.runtime.cluster.config"),
+    ("devicerl.runtime.train_config", "devicerl.runtime.distributed.config"),
+    ("devicerl.runtime.collector", "devicerl.runtime.league.acting"),
+    ("devicerl.runtime.acting", "devicerl.runtime.league.acting"),
+    ("devicerl.runtime.trainer", "devicerl.runtime.league.acting"),
+}
 
 
 def readme_layers() -> dict[str, int]:
@@ -36,20 +75,12 @@ def modules() -> dict[str, Path]:
 
 
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The devicerl modules ``name`` imports anywhere in its body (type-checking-only imports
-    excluded: they never run)."""
+    """The devicerl modules ``name`` imports anywhere in its body: at the top, inside
+    functions, and under ``if TYPE_CHECKING:``."""
     tree = ast.parse(path.read_text(), str(path))
-    skip = {
-        id(n)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for n in ast.walk(node)
-    }
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     out: set[str] = set()
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -96,6 +127,42 @@ def test_modules_import_only_layers_below_their_own() -> None:
             if a != b and ranks[b] >= ranks[a]:
                 bad.append(f"{module} imports {target} ({b} is not below {a})")
     assert not bad, "layering violations:\n" + "\n".join(sorted(bad))
+
+
+def runtime_part(module: str) -> str | None:
+    """The part of ``devicerl.runtime`` a module belongs to (None outside runtime and for the
+    package's own ``__init__``)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["devicerl", "runtime"] and len(parts) > 2 else None
+
+
+def runtime_back_edges() -> set[tuple[str, str]]:
+    """Imports between runtime's parts that do not point down `RUNTIME_ORDER`."""
+    rank = {part: i for i, part in enumerate(RUNTIME_ORDER)}
+    out = set()
+    for module, targets in graph().items():
+        a = runtime_part(module)
+        for target in targets:
+            b = runtime_part(target)
+            if a is not None and b is not None and a != b and rank[b] >= rank[a]:
+                out.add((module, target))
+    return out
+
+
+def test_every_runtime_part_has_a_place_in_the_order() -> None:
+    parts = {p for p in map(runtime_part, modules()) if p is not None}
+    order = set(RUNTIME_ORDER)
+    assert not parts - order, f"RUNTIME_ORDER lacks {sorted(parts - order)}"
+    assert not order - parts, f"RUNTIME_ORDER names parts that do not exist: {order - parts}"
+    assert len(set(RUNTIME_ORDER)) == len(RUNTIME_ORDER)
+
+
+def test_runtime_parts_import_only_parts_below_their_own() -> None:
+    found = runtime_back_edges()
+    new = sorted(f"{a} imports {b}" for a, b in found - RUNTIME_BACK_EDGES)
+    assert not new, "imports up RUNTIME_ORDER:\n" + "\n".join(new)
+    gone = sorted(f"{a} -> {b}" for a, b in RUNTIME_BACK_EDGES - found)
+    assert not gone, "no longer imported: drop from RUNTIME_BACK_EDGES:\n" + "\n".join(gone)
 
 
 def test_the_product_never_imports_the_test_doubles() -> None:
@@ -151,16 +218,26 @@ def test_no_import_cycles() -> None:
     assert cycles(graph()) == []
 
 
-def test_the_checks_can_fail() -> None:
+def test_the_checks_can_fail(tmp_path) -> None:
     """The cycle finder and the import reader see what they must (a test of the test)."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     assert "devicerl.pool.workers.ray" in graph()["devicerl.pool.pool"]  # a lazy import is seen
+    source = tmp_path / "m.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from devicerl.runtime.trainer import Trainer\n"
+    )
+    seen = imported("devicerl.runtime.stop", source, modules())
+    assert seen == {"devicerl.runtime.trainer"}  # a type-checking import is an edge
+    assert runtime_part("devicerl.runtime.league.acting") == "league"
+    assert runtime_part("devicerl.runtime") is None and runtime_part("devicerl.pool.pool") is None
 
 
 def test_every_imported_name_exists() -> None:
-    """A lazy ``from devicerl.x import y`` only fails when its function runs: check every one
-    now, so a moved module or name cannot hide in a code path the tests do not take."""
+    """A lazy ``from devicerl.x import y`` (or ``from harness.x import y`` in benchmarks) only
+    fails when its function runs: check every one now, so a moved module or name cannot hide in
+    a code path the tests do not take."""
     import importlib
 
     missing = []
@@ -168,7 +245,7 @@ def test_every_imported_name_exists() -> None:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
                 continue
-            if not node.module.startswith("devicerl"):
+            if not node.module.startswith(("devicerl", "harness")):
                 continue
             try:
                 module = importlib.import_module(node.module)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from harness.comparison import run_config, train_phases
 
-from devicerl.config import from_dict, load_config, read_yaml
+from devicerl.config import config_source, from_dict, load_config, read_yaml
 from devicerl.league.config import LeagueRunConfig
-from devicerl.runtime.comparison import CONFIGS, run_config, train_phases
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.tasks import resolve
@@ -32,12 +32,12 @@ def _names(split: str) -> list[str]:
 
 
 def test_league_configs_are_the_tuned_setup_with_a_league() -> None:
-    tuned = read_yaml(CONFIGS / "miniwob-digirl-tuned.yaml")
-    setup = load_config(TrainConfig, CONFIGS / "miniwob-digirl-tuned.yaml")
+    tuned = read_yaml(config_source("miniwob-digirl-tuned"))
+    setup = load_config(TrainConfig, config_source("miniwob-digirl-tuned"))
     assert setup.agent.small.allowed_types and setup.digirl.actor.skip_noops  # tuned indeed
     tasks = _names("miniwob-dev16")
     for file in ("miniwob-league-dev16.yaml", "miniwob-league-pbt.yaml"):
-        data = read_yaml(CONFIGS / file)
+        data = read_yaml(config_source(file))
         for key in ("mode", "algo", "env", "agent", "trajectories_per_iter", "exploration"):
             assert data[key] == tuned[key], f"{file}: {key} differs from the tuned setup"
         assert data["digirl"] == tuned["digirl"] and data["tasks"]["train"] == "miniwob-dev16"
@@ -48,17 +48,17 @@ def test_league_configs_are_the_tuned_setup_with_a_league() -> None:
             assert spec.algo == "digirl" and spec.trainable, name
         assert league.league.generalist == "generalist"
         assert all(league.policies["generalist"].covers(t) for t in tasks)
-    league = from_dict(LeagueRunConfig, {k: read_yaml(CONFIGS / "miniwob-league-dev16.yaml")[k]
+    league = from_dict(LeagueRunConfig, {k: read_yaml(config_source("miniwob-league-dev16"))[k]
                                          for k in ("policies", "league")})  # fmt: skip
     specialists = [n for n in league.policies if n != "generalist"]
     assert sorted(league.policies["generalist"].learn_from) == sorted(specialists)
     for task in tasks:  # the clusters split the 16 tasks: each has exactly one specialist
         owners = [n for n in specialists if league.policies[n].covers(task)]
         assert len(owners) == 1, (task, owners)
-    pbt = read_yaml(CONFIGS / "miniwob-league-pbt.yaml")["league"]["pbt"]
+    pbt = read_yaml(config_source("miniwob-league-pbt"))["league"]["pbt"]
     assert pbt == {"policy": "generalist", "population": 4, "interval": 5}
     for file in ("miniwob-league-dev16.yaml", "miniwob-league-pbt.yaml"):  # as `train` reads it
-        cfg = load_config(TrainConfig, CONFIGS / file, ["policies.generalist.agent.seed=3"])
+        cfg = load_config(TrainConfig, config_source(file), ["policies.generalist.agent.seed=3"])
         cfg.validate()
         assert cfg.policies["generalist"].agent.seed == 3 and cfg.league.generalist
 

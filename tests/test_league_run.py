@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devicerl.config import load_config
+from devicerl.config import config_source, load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.errors import ConfigError
 from devicerl.league.persist import load_league
@@ -21,8 +21,7 @@ from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.runtime.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = ROOT / "configs" / "league-example.yaml"
+EXAMPLE = config_source("league-example")
 POLICIES = ("generalist", "taps", "frozen")
 #: Fast versions of the example: tiny agents, few updates, in-process devices.
 FAST = [

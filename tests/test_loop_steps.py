@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from harness.report import RunResult, summarise, table
 
 from devicerl.actions import Action
 from devicerl.agents.small import SmallAgent
@@ -12,8 +13,6 @@ from devicerl.algos.base import ActorConfig
 from devicerl.algos.digirl import DigiRL, DigiRLConfig
 from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
-from devicerl.runtime.comparison import RunResult
-from devicerl.runtime.comparison_report import summarise, table
 from devicerl.runtime.evaluate import EvalResult
 
 HEADER, SUBMIT = Action.tap(0.5, 0.1), Action.tap(0.5, 0.9)

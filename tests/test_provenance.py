@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from devicerl.runtime.provenance import uncommitted
+from devicerl.runtime.provenance import UNKNOWN, checkout, provenance, uncommitted
 
 
 def _git(root: Path, *args: str) -> None:
@@ -38,3 +38,14 @@ def test_result_files_are_not_code_but_new_source_files_are(tmp_path: Path) -> N
 
 def test_outside_a_checkout_nothing_is_claimed(tmp_path: Path) -> None:
     assert uncommitted(tmp_path) == (None, None)
+
+
+def test_the_commit_is_the_checkout_the_package_lies_in(tmp_path: Path) -> None:
+    (tmp_path / "devicerl").mkdir()
+    installed = tmp_path / ".venv" / "lib" / "site-packages" / "devicerl"
+    installed.mkdir(parents=True)
+    assert checkout(tmp_path / "devicerl") is None  # not a checkout
+    _git(tmp_path, "init", "-q")
+    assert checkout(tmp_path / "devicerl") == tmp_path.resolve()
+    assert checkout(installed) is None  # installed inside a checkout: not that checkout's code
+    assert provenance()["git_commit"] != UNKNOWN  # the tests run from a checkout

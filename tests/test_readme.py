@@ -9,6 +9,9 @@ import re
 import shutil
 from pathlib import Path
 
+from devicerl.config import config_source
+from devicerl.errors import ConfigError
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 
@@ -79,11 +82,22 @@ def test_readme_is_short_and_its_links_resolve() -> None:
 
 
 def test_every_config_file_the_docs_name_exists() -> None:
+    """Setup files named by path and ``--config NAME`` words both resolve."""
     pages = [README, *(ROOT / "docs").glob("*.md")]
-    named = {m for page in pages for m in re.findall(r"configs/[\w.-]+\.yaml", page.read_text())}
+    texts = [page.read_text() for page in pages]
+    named = {m for text in texts for m in re.findall(r"devicerl/configs/[\w.-]+\.yaml", text)}
     assert named, "the docs name config files"
     missing = sorted(name for name in named if not (ROOT / name).exists())
     assert not missing, f"docs name missing config files: {missing}"
+    given = {m for text in texts for m in re.findall(r"--config ([\w-]+)(?=\s)", text)}
+    assert "miniwob-digirl-tuned" in given, "the docs give shipped setups by name"
+    unknown = []
+    for name in sorted(given):
+        try:
+            config_source(name)
+        except ConfigError:
+            unknown.append(name)
+    assert not unknown, f"docs give --config names that are no shipped setup: {unknown}"
 
 
 def test_the_full_suite_row_reads_the_newest_budget_sized_run(tmp_path) -> None:

@@ -45,7 +45,7 @@ def untrained(tmp_path_factory) -> float:
 
 
 #: Every addition beyond the paper off: no exploration floor, bonus, no-op skipping or
-#: adaptive exploration (the `paper` setup of configs/).
+#: adaptive exploration (the shipped `paper` setup).
 PAPER = ["agent.small.explore=0.0"]
 
 

@@ -1,7 +1,9 @@
 """``devicerl bench [NAME [ARGS...]]``: run a benchmark script from ``benchmarks/`` by name.
 
 Without a name, lists the benchmarks with their one-line descriptions. Arguments after the
-name go to the script unchanged (``devicerl bench store_codec --quick --json out.json``).
+name go to the script unchanged (``devicerl bench store_codec --quick --json out.json``). The
+benchmarks are part of the repository, not of the installed package: the command runs from a
+checkout (``./benchmarks``), or is told where they are (``--dir``, ``$DEVICERL_BENCHMARKS``).
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dir",
         default=None,
-        help="benchmarks folder (default: $DEVICERL_BENCHMARKS, ./benchmarks, or the one next "
-        "to the installed package)",
+        help="benchmarks folder (default: $DEVICERL_BENCHMARKS, else ./benchmarks)",
     )
     p.set_defaults(func=run)
 
@@ -33,12 +34,13 @@ def benchmarks_dir(explicit: str | None = None) -> Path:
     """Where the benchmark scripts are."""
     from devicerl.errors import ConfigError
 
-    candidates = [explicit, os.environ.get("DEVICERL_BENCHMARKS"), "benchmarks"]
-    candidates.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    for c in candidates:
+    for c in (explicit, os.environ.get("DEVICERL_BENCHMARKS"), "benchmarks"):
         if c and Path(c).is_dir():
             return Path(c)
-    raise ConfigError("no benchmarks folder found; pass --dir or set DEVICERL_BENCHMARKS")
+    raise ConfigError(
+        "no benchmarks folder found: run from the repository's root, pass --dir or set "
+        "DEVICERL_BENCHMARKS"
+    )
 
 
 def list_benchmarks(folder: Path) -> dict[str, str]:

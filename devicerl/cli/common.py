@@ -12,9 +12,10 @@ A command module does::
         cfg = resolve_config(args)                     # ConfigError -> one line, exit 2
         run = start_run(args.run_dir, cfg)             # creates the folder, saves config.yaml
 
-Overrides come from ``--config FILE`` (YAML), then ``--set KEY=VALUE`` (repeatable) and
-positional ``KEY=VALUE`` words, later ones winning. ``--help`` lists every option of the config
-with its type, help text and default; ``--print-config`` prints the resolved config and exits.
+Overrides come from ``--config FILE`` (YAML, or a shipped setup's name), then ``--set
+KEY=VALUE`` (repeatable) and positional ``KEY=VALUE`` words, later ones winning. ``--help``
+lists every option of the config with its type, help text and default; ``--print-config``
+prints the resolved config and exits.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, TypeVar, get_args, get_origin
 
 import yaml
 
-from devicerl.config import bounds_text, load_config, redact, to_dict
+from devicerl.config import bounds_text, config_source, load_config, redact, to_dict
 
 T = TypeVar("T")
 
@@ -132,7 +133,13 @@ def add_config_args(parser: argparse.ArgumentParser, cls: type) -> None:
     if parser.description:
         parser.description = textwrap.fill(parser.description, 88)
     parser.epilog = config_help(cls) + ("\n\n" + parser.epilog if parser.epilog else "")
-    parser.add_argument("--config", metavar="FILE", default=None, help="YAML config file")
+    parser.add_argument(
+        "--config",
+        metavar="FILE|SETUP",
+        default=None,
+        help="YAML config file, or a shipped setup by name (e.g. miniwob-digirl-tuned; an "
+        "unknown name lists them)",
+    )
     parser.add_argument(
         "--set",
         dest="config_set",
@@ -179,7 +186,7 @@ def resolve_config(args: argparse.Namespace, cls: type | None = None) -> Any:
     """
     cls = cls or args.config_cls
     overrides = [*args.config_set, *args.config_overrides]
-    cfg = load_config(cls, args.config, overrides)
+    cfg = load_config(cls, config_source(args.config) if args.config else None, overrides)
     if getattr(args, "print_config", False):
         print_config(cfg)
         raise SystemExit(0)

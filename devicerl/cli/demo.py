@@ -1,12 +1,14 @@
 """``devicerl demo``: the embedded default job (see README).
 
-By default, a short version of the learning benchmark (``benchmarks/learning.py``): the small
-CPU agent trains with DigiRL online (the ``tuned`` setup of ``configs/``) on the MiniWoB++
-development suite in headless Chromium
-(three devices stepped asynchronously, learning overlapped with acting), then it and the random
-policy are evaluated on the same test instances. Progress bars show env steps/s and success;
-the report (``report.md``: a table, ``learning.png``: success vs env steps and wall-clock) and
-each run's folder (trajectories, metrics, checkpoints, agent) land in ``--out``.
+By default, one training run and its evaluation: the small CPU agent trains with DigiRL online
+from scratch (the shipped ``tuned`` setup, ``miniwob-digirl-tuned``) on the MiniWoB++
+development suite in headless Chromium (three devices stepped asynchronously, learning
+overlapped with acting) for ``--budget`` env steps; the trainer then evaluates the trained agent
+greedily on test instances (a seed range disjoint from training's). ``--out`` is the run folder
+(trajectories, metrics, checkpoints, agent, ``eval.json``) and also gets ``report.md`` (the
+evaluation and the training rollouts' success) and ``curves/`` (learning curves from the run's
+metrics). Comparing setups and baselines over seeds is the learning benchmark's job
+(``benchmarks/learning.py``), not the demo's.
 
 ``--synthetic`` runs a random-agent collection on synthetic devices instead (seconds, no
 browser): the device pool with one worker process per device, trajectories in the store.
@@ -16,23 +18,43 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from devicerl.runtime.train_config import TrainConfig
+
+#: The suite the demo trains on; the trainer evaluates on test instances of the same tasks.
+SUITE = "miniwob-dev"
+#: The budget the tuned setup's entropy-bonus fade was set for: a shorter demo fades it over
+#: the same share of its budget.
+SETUP_BUDGET = 8000
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
-        help="train on MiniWoB++ and compare with the random policy (a few minutes)",
-        description="Train the small CPU agent with DigiRL on the MiniWoB++ development suite "
-        "in headless Chromium for --budget env steps, evaluate it and the random policy on the "
-        "same task instances, and write OUT/report.md and OUT/learning.png. With --synthetic: "
-        "collect with a random agent on synthetic devices instead (seconds, no browser).",
+        help="train DigiRL on MiniWoB++ and evaluate it (a few minutes)",
+        description="Train the small CPU agent with DigiRL (the shipped tuned setup) on the "
+        "MiniWoB++ development suite in headless Chromium for --budget env steps, evaluate it "
+        "greedily on test instances, and write the run, OUT/report.md and OUT/curves/ into "
+        "--out. With --synthetic: collect with a random agent on synthetic devices instead "
+        "(seconds, no browser).",
     )
-    p.add_argument("--out", default="runs/demo", help="folder for the report and the runs")
+    p.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an earlier run in --out first (without it, an existing run is refused)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--budget", type=int, default=2500, help="env steps of training")
     p.add_argument("--eval-episodes", type=int, default=10, help="test seeds per task")
     p.add_argument(
-        "--setup", default="tuned", choices=["paper", "tuned"], help="configs/miniwob-digirl-*"
+        "--setup",
+        default="tuned",
+        choices=["paper", "tuned"],
+        help="the shipped setup miniwob-digirl-SETUP",
     )
     p.add_argument(
         "--synthetic", action="store_true", help="random-agent collection on synthetic devices"
@@ -51,44 +73,141 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.synthetic:
         return collect_synthetic(args)
-    from devicerl.config import load_config
-    from devicerl.runtime.comparison import compare, config_file
-    from devicerl.runtime.comparison_report import table
-    from devicerl.runtime.train_config import TrainConfig
+    return train_and_evaluate(args)
 
-    # the tuned setup's entropy bonus (configs/miniwob-digirl-tuned.yaml) fades over the same
-    # share of the budget as in the 8,000-step benchmark it was set for
-    tuned = load_config(TrainConfig, config_file("digirl", "tuned"))
-    fade = max(1, round(tuned.digirl.actor.entropy_versions * args.budget / 8000))
-    report = compare(
-        args.out,
-        setup=args.setup,
-        systems=("random", "digirl"),
-        seeds=(args.seed,),
-        budget=args.budget,
-        eval_episodes=args.eval_episodes,
-        extra=(f"digirl.actor.entropy_versions={fade}",) if args.setup == "tuned" else (),
-    )
-    print(table(report["summary"]))
-    print(report["result_sampled"])
-    print(report["result"])
-    print(f"report written to {args.out}/report.md (curves: {args.out}/learning.png)")
-    print(f"see the episodes with: devicerl view {args.out}/digirl-s{args.seed}")
+
+def _check_out(path: str, overwrite: bool) -> None:
+    """Refuse an existing run in --out unless --overwrite (the demo does not resume)."""
+    from devicerl.errors import RunError
+    from devicerl.runtime.run_dir import RunDir
+
+    try:
+        RunDir(path).check_new(overwrite)
+    except RunError as e:
+        if overwrite:
+            raise
+        raise RunError(
+            f"run folder {path} already exists: start over with --overwrite (deletes it), or "
+            "choose another --out"
+        ) from e
+
+
+def demo_config(setup: str, budget: int, eval_episodes: int, seed: int) -> TrainConfig:
+    """The shipped setup ``miniwob-digirl-<setup>`` on the development suite for `budget` env
+    steps, evaluated at the end on `eval_episodes` test seeds of each of its tasks."""
+    from devicerl.config import config_source, load_config
+    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.tasks import resolve
+
+    path = config_source(f"miniwob-digirl-{setup}")
+    overrides = [
+        f"tasks.train={SUITE}",
+        f"env_steps={budget}",
+        f"seed={seed}",
+        f"agent.seed={seed}",
+        f"eval.n_tasks={len(resolve(SUITE))}",
+        f"eval.episodes_per_task={eval_episodes}",
+        "eval.split=test",
+        "logging.tensorboard=false",
+    ]
+    entropy = load_config(TrainConfig, path).digirl.actor
+    if entropy.entropy_coef > 0:  # fade over the same share of the budget as the setup's
+        fade = max(1, round(entropy.entropy_versions * budget / SETUP_BUDGET))
+        overrides.append(f"digirl.actor.entropy_versions={fade}")
+    return load_config(TrainConfig, path, overrides)
+
+
+def train_and_evaluate(args: argparse.Namespace) -> int:
+    """One training run in --out, the trainer's own evaluation at its end, then the report."""
+    from devicerl.cli.common import start_run
+    from devicerl.runtime.preflight import check_run_config
+    from devicerl.runtime.run_dir import RunDir
+
+    cfg = demo_config(args.setup, args.budget, args.eval_episodes, args.seed)
+    check_run_config(cfg)
+    _check_out(args.out, args.overwrite)  # refused before torch and Chromium start
+    run_dir = RunDir(args.out)
+    from devicerl.runtime.trainer import Trainer
+
+    trainer = Trainer(cfg, run_dir)
+    start_run(run_dir, cfg, overwrite=args.overwrite)
+    summary = trainer.run()
+    if trainer.stopped:
+        print(
+            f"devicerl demo: stopped by {trainer.stopped}; continue with: devicerl train "
+            f"--resume {run_dir.path}"
+        )
+        return trainer.stop.exit_code
+    report = write_report(run_dir.path, cfg, summary, args.setup)
+    print(report)
+    print(f"report written to {run_dir.path / 'report.md'} (curves: {run_dir.path / 'curves'})")
+    print(f"see the episodes with: devicerl view {run_dir.path}")
     return 0
 
 
+def write_report(out: Path, cfg: TrainConfig, summary: dict[str, Any], setup: str) -> str:
+    """``report.md``: the greedy test evaluation (overall with its 95 % Wilson interval, and
+    per task) beside the success of the training rollouts; ``curves/`` from the metrics."""
+    from devicerl.runtime.plots import learning_curves
+    from devicerl.runtime.run_dir import RunDir
+
+    evaluation = summary.get("eval") or {}
+    rollout = summary.get("rollout_success_rate")
+    rollout_text = "-" if rollout is None else f"{rollout:.3f}"
+    lo, hi = evaluation.get("ci95", (float("nan"), float("nan")))
+    lines = [
+        f"# devicerl demo: DigiRL (`{setup}` setup) on {SUITE}, {summary['env_steps']} env "
+        f"steps, seed {cfg.seed}",
+        "",
+        "| what | success | 95 % interval | episodes |",
+        "|---|---|---|---|",
+        f"| evaluation: trained agent, greedy, {cfg.eval.split} instances "
+        f"({cfg.eval.episodes_per_task} per task) | {evaluation.get('success_rate', 0.0):.3f} "
+        f"| [{lo:.3f}, {hi:.3f}] | {evaluation.get('episodes', 0)} |",
+        f"| training rollouts (sampled, with exploration) | {rollout_text} | - "
+        f"| {summary['episodes']} |",
+        "",
+        "| task | greedy test success | episodes |",
+        "|---|---|---|",
+    ]
+    for task, row in sorted(evaluation.get("per_task", {}).items()):
+        rate = row["successes"] / row["episodes"] if row["episodes"] else 0.0
+        lines.append(f"| {task} | {rate:.2f} | {row['episodes']} |")
+    curves = learning_curves(RunDir(out).read_metrics(), out / "curves")
+    lines += ["", *(f"![{p.stem}](curves/{p.name})" for p in curves if p.stem == "success")]
+    lines += [
+        "",
+        f"RESULT digirl={evaluation.get('success_rate', 0.0):.3f} "
+        f"rollouts={rollout_text} env_steps={summary['env_steps']} setup={setup} "
+        f"suite={SUITE} split={cfg.eval.split}",
+    ]
+    text = "\n".join(lines) + "\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
 def collect_synthetic(args: argparse.Namespace) -> int:
-    """Random agent on synthetic devices through the pool and the collector, into a run."""
+    """Random agent on synthetic devices through the pool and the collector, into a new run
+    folder (held locked while it runs)."""
+    from devicerl.runtime.run_dir import RunDir
+
+    _check_out(args.out, args.overwrite)
+    run_dir = RunDir(args.out).start_new(args.overwrite).create()
+    try:
+        return _collect(args, run_dir)
+    finally:
+        run_dir.unlock()
+
+
+def _collect(args: argparse.Namespace, run_dir: Any) -> int:
     from devicerl.agents import RandomPolicy
     from devicerl.envs import EnvSpec
     from devicerl.pool import EnvPool
     from devicerl.runtime.collector import Collector
     from devicerl.runtime.metrics import LoggingConfig
     from devicerl.runtime.progress import RateProgress
-    from devicerl.runtime.run_dir import RunDir
     from devicerl.tasks import TaskSampler, resolve
 
-    run_dir = RunDir(args.out).create()
     run_dir.save_config({k: v for k, v in vars(args).items() if k != "func"})
     sampler = TaskSampler(resolve("synthetic/tap,synthetic/type"), seed=args.seed)
     specs = [

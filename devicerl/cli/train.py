@@ -21,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "train",
         help="train an agent (Filtered BC or DigiRL; offline, online, off2on)",
         description="Train an agent into RUN_DIR (config.yaml, trajectories/, metrics.jsonl, "
-        "tb/, checkpoints/, agent/, summary.json). Example configs are in configs/. "
+        "tb/, checkpoints/, agent/, summary.json). The shipped setups "
+        "(--config miniwob-digirl-tuned, ...) are in the package's configs/ folder. "
         "Resume a run after a crash, a kill or Ctrl-C (which writes a checkpoint first) with: "
         "devicerl train --resume RUN_DIR. An existing run folder is never written into by a "
         "new run (see docs/runs-and-safety.md).",

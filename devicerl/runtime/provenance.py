@@ -1,10 +1,12 @@
 """Where a run's numbers come from: the code (git commit, uncommitted changes), the packages.
 
-Every run folder gets ``provenance.json`` beside its resolved ``config.yaml``. The comparison
-reuses a finished run only when its `code_identity` (commit + a hash of the uncommitted diff)
-matches the running code's, unless told to accept another commit (then it records that).
-Computed once per process: the code a process imported does not change when commits land
-while it runs.
+Every run folder gets ``provenance.json`` beside its resolved ``config.yaml``. The benchmark
+harness (``benchmarks/harness``) reuses a finished run only when its `code_identity` (commit +
+a hash of the uncommitted diff) matches the running code's, unless told to accept another
+commit (then it records that). The commit is the one of the git checkout the imported package
+lies in (``git rev-parse`` from the package's folder); a package installed from a wheel has
+none, and its commit is recorded as ``unknown``. Computed once per process: the code a process
+imported does not change when commits land while it runs.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ import hashlib
 import platform
 import subprocess
 import sys
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 #: Distributions whose versions can change a learning result.
 PACKAGES = ("devicerl", "torch", "numpy", "playwright", "miniwob", "pyarrow", "gymnasium")
 FILE = "provenance.json"
-#: What counts as code (git pathspecs): benchmark result files are written by runs, not code.
-CODE = ("devicerl", "benchmarks", "configs", ":(exclude)benchmarks/results")
+#: What counts as code (git pathspecs; the shipped setups are in the package): benchmark result
+#: files are written by runs, not code.
+CODE = ("devicerl", "benchmarks", ":(exclude)benchmarks/results")
+#: The commit recorded when the package does not run from a git checkout (a wheel install).
+UNKNOWN = "unknown"
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -61,14 +66,24 @@ def uncommitted(root: Path) -> tuple[bool | None, str | None]:
     return True, h.hexdigest()[:16]
 
 
+def checkout(package: Path) -> Path | None:
+    """The root of the git checkout whose ``devicerl/`` is the `package` folder, else None (an
+    installed wheel: a checkout that merely contains the environment does not count)."""
+    top = _git(["rev-parse", "--show-toplevel"], package)
+    if top is None:
+        return None
+    root = Path(top.strip())
+    return root if (root / package.name).resolve() == package.resolve() else None
+
+
 @functools.lru_cache(maxsize=1)
 def provenance() -> dict[str, Any]:
     """git commit, dirty flag, a hash of the uncommitted code, Python and package versions."""
-    root = Path(__file__).resolve().parents[2]
-    commit = _git(["rev-parse", "HEAD"], root)
-    dirty, sha = uncommitted(root)
+    root = checkout(Path(str(resources.files(__name__.partition(".")[0]))))
+    commit = _git(["rev-parse", "HEAD"], root) if root is not None else None
+    dirty, sha = uncommitted(root) if root is not None else (None, None)
     return {
-        "git_commit": commit.strip() if commit else None,
+        "git_commit": commit.strip() if commit else UNKNOWN,
         "git_dirty": dirty,
         "git_diff_sha256": sha,
         "python": sys.version.split()[0],

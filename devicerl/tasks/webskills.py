@@ -37,8 +37,8 @@ type, Enter, and taps and drags at free points of the frame, which lie on the sm
 default point lattice), which the ``oracle`` agent (`devicerl.agents.scripted.PlanOracle`)
 follows to record demonstrations; it is never part of an observation, so agents read the page,
 never the plan. Words, labels and values come from the pages' own lists
-(``webskills_html/common.js``). ``configs/webskills-pretrain.yaml`` collects and imitates the
-first suite, ``configs/webskills-pretrain-reach.yaml`` both (docs/pretraining.md).
+(``webskills_html/common.js``). The shipped setup ``webskills-pretrain`` collects and imitates the
+first suite, ``webskills-pretrain-reach`` both (docs/pretraining.md).
 """
 
 from __future__ import annotations

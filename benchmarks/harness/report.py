@@ -1,5 +1,6 @@
-"""The comparison's report: means with intervals across training seeds, per-task tables, the
-critics' diagnostics, learning curves, ``comparison.json`` and ``report.md``.
+"""The comparison's report: each run's result (`RunResult`), means with intervals across
+training seeds, per-task tables, the critics' diagnostics, learning curves, ``comparison.json``
+and ``report.md``.
 
 Intervals: each training seed gives one success rate (its policy on every test instance), and
 the interval is Student's t over those per-seed rates (95 %, n - 1 degrees of freedom), so it
@@ -12,13 +13,11 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from devicerl.runtime.comparison import RunResult
 
 #: Two-sided 95 % Student t quantiles by degrees of freedom (1..30; the normal's beyond).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -36,6 +35,32 @@ DIAGNOSTICS = (
     "train/instr_critic_auc",
 )
 _ORDER = ("random", "random_clickable", "start", "filtered_bc", "digirl")
+
+
+@dataclass
+class RunResult:
+    """One (system, seed) run: final success on the test instances and its learning curve."""
+
+    system: str
+    seed: int
+    success: float  # greedy
+    episodes: int
+    env_steps: int
+    wall_s: float
+    curve: list[dict[str, float]] = field(default_factory=list)  # step, time_s, success
+    #: success of the same policy sampling its actions (T=1, as it acts in training)
+    success_sampled: float | None = None
+    per_task: dict[str, float] = field(default_factory=dict)  # greedy
+    per_task_sampled: dict[str, float] = field(default_factory=dict)
+    #: share of the greedy episodes' steps that were detours (``loop_step_frac`` of eval.json;
+    #: nan for runs evaluated before it was recorded)
+    detours: float = math.nan
+    #: critics' diagnostics, mean over the last quarter of iterations (DigiRL only)
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
 
 
 def t_interval(values: Sequence[float]) -> tuple[float, float]:

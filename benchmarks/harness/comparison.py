@@ -1,18 +1,18 @@
 """Side-by-side learning comparison: random baselines, Filtered BC and DigiRL on one env budget.
 
 Each (system, seed) is a real training run (`Trainer`) in its own folder under the output
-folder, configured from one file of the repository's ``configs/`` folder: the named setup of
-its algorithm, ``configs/<family>-<algo>-<setup>.yaml`` (``paper``: every addition beyond the
-paper off; ``tuned``: the documented additions on), the single source of truth for the
+folder, configured from one of the package's shipped setups (`devicerl.config.shipped_configs`):
+the named setup of its algorithm, ``<family>-<algo>-<setup>`` (``paper``: every addition beyond
+the paper off; ``tuned``: the documented additions on), the single source of truth for the
 benchmark, ``devicerl demo`` and ``devicerl train``. The learners train online from scratch on
 training instances, then every system is evaluated on the same *test* instances (a seed range
 disjoint from training's and from the validation range used while developing), greedily and
-sampling its actions. The report (`devicerl.runtime.comparison_report`) gives means with
-t-intervals across training seeds, per-task tables and the critics' diagnostics.
+sampling its actions. The report (`harness.report`) gives means with t-intervals across
+training seeds, per-task tables and the critics' diagnostics.
 
-Used by ``benchmarks/learning.py`` (the full benchmark) and ``devicerl demo`` (a short one);
-``benchmarks/league.py`` uses its parts: `run_config` with a config file of its own,
-`train_phases` (stop at marks of the budget, evaluate, resume) and `evaluate_agent`.
+Used by ``benchmarks/learning.py`` (the full benchmark); ``benchmarks/league.py`` and
+``benchmarks/miniwob_suite.py`` use its parts: `run_config` with a config file of its own,
+`train_phases` (stop at marks of the budget, evaluate, resume), `run_one` and `evaluate_agent`.
 """
 
 from __future__ import annotations
@@ -24,16 +24,16 @@ import math
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from devicerl.config import load_config
+from devicerl.config import load_config, shipped_configs
 from devicerl.errors import ConfigError
-from devicerl.runtime.comparison_report import read_curve, read_diagnostics, write_report
 from devicerl.runtime.provenance import code_identity, provenance
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
+from harness.report import RunResult, read_curve, read_diagnostics, write_report
 
 #: The systems of the main table: the fair random baseline (uniform over what the agent can
 #: express), the same restricted to elements flagged clickable (privileged DOM information),
@@ -54,8 +54,6 @@ ALL_SYSTEMS = (*SYSTEMS, START, *ABLATIONS)
 SETUPS = ("paper", "tuned", "pretrained")
 #: Benchmark suites: the named split each trains and is tested on.
 SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
-#: Where the setups live: the repository's configs/ folder.
-CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 #: Benchmark plumbing, not part of a setup: no TensorBoard; a checkpoint every 5 iterations, so
 #: an interrupted benchmark continues its unfinished runs (SIGINT / SIGTERM write one at once).
 RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=5")
@@ -83,42 +81,17 @@ def run_arguments(
     return ap
 
 
-def config_file(system: str, setup: str, family: str = "miniwob", configs: Path = CONFIGS) -> Path:
-    """The setup file a system starts from (baselines use DigiRL's: same devices, agent and
-    tasks)."""
+def config_file(system: str, setup: str, family: str = "miniwob") -> Path:
+    """The shipped setup file a system starts from (baselines use DigiRL's: same devices,
+    agent and tasks)."""
     if setup not in SETUPS:
         raise ConfigError(f"unknown setup {setup!r}; choose from {', '.join(SETUPS)}")
     algo = "filteredbc" if system == "filtered_bc" else "digirl"
-    path = configs / f"{family}-{algo}-{setup}.yaml"
-    if not path.exists():
-        raise ConfigError(f"setup file {path} not found (the repository's configs/ folder)")
-    return path
-
-
-@dataclass
-class RunResult:
-    """One (system, seed) run: final success on the test instances and its learning curve."""
-
-    system: str
-    seed: int
-    success: float  # greedy
-    episodes: int
-    env_steps: int
-    wall_s: float
-    curve: list[dict[str, float]] = field(default_factory=list)  # step, time_s, success
-    #: success of the same policy sampling its actions (T=1, as it acts in training)
-    success_sampled: float | None = None
-    per_task: dict[str, float] = field(default_factory=dict)  # greedy
-    per_task_sampled: dict[str, float] = field(default_factory=dict)
-    #: share of the greedy episodes' steps that were detours (``loop_step_frac`` of eval.json;
-    #: nan for runs evaluated before it was recorded)
-    detours: float = math.nan
-    #: critics' diagnostics, mean over the last quarter of iterations (DigiRL only)
-    diagnostics: dict[str, float] = field(default_factory=dict)
-    provenance: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+    name = f"{family}-{algo}-{setup}"
+    shipped = shipped_configs()
+    if name not in shipped:
+        raise ConfigError(f"no shipped setup {name} (shipped: {', '.join(shipped)})")
+    return shipped[name]
 
 
 def system_overrides(system: str) -> list[str]:
