@@ -7,9 +7,9 @@ it moved.
 The fixtures were recorded before the training loop became parts. `deliberate` applies, to the
 recorded numbers, the changes made on purpose since, and nothing else:
 
-1. ``skip_noops`` is a selection step: the no-op steps it drops are no longer handed to the
-   actor's regression (which used to drop them itself), so the recorded selection of a setup
-   with ``actor.skip_noops`` loses exactly its no-op steps, and the selection statistics that
+1. ``skip_noops`` is a selection step (it was ``actor.skip_noops``): the no-op steps it drops
+   are no longer handed to the actor's regression (which used to drop them itself), so the
+   recorded selection of a setup that lists it loses exactly its no-op steps, and the selection statistics that
    count imitated steps (``kept_steps``, ``step_filter_kept_frac``, ``kept_steps_failed_frac``,
    ``success_steps_dropped_frac``) now count after it; they are not compared there. The
    parameter deltas, which the dropped steps never reached, must still match.
@@ -48,10 +48,15 @@ def _drop_counts(metrics: dict[str, Any], prefix: str = "") -> None:
         metrics.pop(prefix + key, None)
 
 
+def _skips_noops(cfg: Any) -> bool:
+    algo = cfg.filtered_bc if cfg.algo == "filtered_bc" else cfg.digirl
+    return "skip_noops" in algo.selection
+
+
 def deliberate(name: str, recorded: dict[str, Any]) -> dict[str, Any]:
     """The recorded numbers with the deliberate changes of the module doc applied."""
     want = copy.deepcopy(recorded)
-    if name in SETUPS and load_setup(name).actor.skip_noops:
+    if name in SETUPS and _skips_noops(load_setup(name)):
         _without_noops(want["update"], dataset())
         _drop_counts(want["update"]["metrics"])
     if name in LEAGUES:
@@ -61,7 +66,7 @@ def deliberate(name: str, recorded: dict[str, Any]) -> dict[str, Any]:
             data = league_dataset(cfg)
             for policy, rec in learn["policies"].items():
                 spec = cfg.policies.get(policy)
-                if spec is not None and spec.actor.skip_noops:
+                if spec is not None and _skips_noops(spec):
                     _without_noops(rec, data)
                     _drop_counts(learn["metrics"], f"policy/{policy}/")
         want["decide"] = _renamed(want["decide"], "explore", "epsilon")

@@ -39,12 +39,9 @@ from harness.report import RunResult, read_curve, read_diagnostics, write_report
 #: express), the same restricted to elements flagged clickable (privileged DOM information),
 #: and the two learners.
 SYSTEMS = ("random", "random_clickable", "filtered_bc", "digirl")
-#: DigiRL with one part switched off (`DigiRLConfig`): what each part of it contributes.
-ABLATIONS = {
-    "digirl_no_step_filter": ["digirl.step_filter=false"],
-    "digirl_no_curriculum": ["digirl.curriculum=false"],
-    "digirl_no_critics": ["digirl.critics=false"],  # = Filtered BC (top-p by return)
-}
+#: DigiRL with one selection step left out of its setup's list (`DigiRLConfig.selection`): what
+#: each part contributes (without both critics' steps it is Filtered BC, a system of its own).
+ABLATIONS = {"digirl_no_step_filter": "step_filter", "digirl_no_curriculum": "curriculum"}
 #: The agent the learners start from, evaluated untrained: a fresh small agent, or with
 #: ``agent.path`` a pre-trained one (docs/pretraining.md), so the table shows what RL added.
 START = "start"
@@ -59,7 +56,7 @@ SUITES = {"dev": "miniwob-dev", "dev16": "miniwob-dev16"}
 RUN_OPTIONS = ("logging.tensorboard=false", "checkpoint_every=5")
 #: Options that change how a run is kept and watched, not what it learns: runs that differ only
 #: in these are the same run (for reuse and for continuing).
-PLUMBING = ("logging", "checkpoint_every", "keep_checkpoints")
+PLUMBING = ("logging", "checkpoint_every")
 
 
 def run_arguments(
@@ -104,8 +101,8 @@ def system_overrides(system: str) -> list[str]:
         return ["mode=eval", "algo=none"]
     if system in ("filtered_bc", "digirl"):
         return ["mode=online", f"algo={system}"]
-    if system in ABLATIONS:
-        return ["mode=online", "algo=digirl", *ABLATIONS[system]]
+    if system in ABLATIONS:  # the setup's own list less the step (`ablation_overrides`)
+        return ["mode=online", "algo=digirl"]
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
@@ -340,7 +337,7 @@ def train_phases(
     is reached (``current``: the folder still holds the policies as they were at that mark). A
     finished phase of the same config and code is reused; an unfinished one resumes from its
     last checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
-    from devicerl.runtime.league.trainer import make_trainer
+    from devicerl.runtime.trainer import Trainer
 
     phases = [replace(cfg, env_steps=m) for m in marks]
     done, current = -1, -1  # the last finished phase; the phase whose config is saved
@@ -363,7 +360,7 @@ def train_phases(
         (folder / "summary.json").unlink(missing_ok=True)
         print(f"== {folder.name}: training to {marks[i]} env steps", flush=True)
         t0 = time.time()
-        summary = make_trainer(phases[i], run_dir, resume=resume).run()
+        summary = Trainer(phases[i], run_dir, resume=resume).run()
         if summary.get("stopped_by"):
             raise SystemExit(f"stopped by {summary['stopped_by']}: re-run to resume")
         summary["started_at"] = previous.get("started_at", t0)
@@ -407,7 +404,11 @@ def run_config(
         f"eval.split={split}",
         *extra,
     ]
-    return load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides)
+    if system in ABLATIONS:
+        left = [s for s in cfg.digirl.selection if s != ABLATIONS[system]]
+        cfg = load_config(TrainConfig, path, [*overrides, f"digirl.selection=[{', '.join(left)}]"])
+    return cfg
 
 
 def run_one(

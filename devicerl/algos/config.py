@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from devicerl.errors import ConfigError
+
 
 @dataclass
 class EntropyConfig:
@@ -56,13 +58,6 @@ class ActorConfig:
             "agent with entropy())"
         },
     )
-    skip_noops: bool = field(
-        default=False,
-        metadata={
-            "help": "addition: never imitate a step that left the screen as it was (no reward, "
-            "episode went on): it cannot have helped (false: every selected step, as the paper)"
-        },
-    )
     loss_floor: bool = field(
         default=True,
         metadata={
@@ -95,8 +90,9 @@ class CriticConfig:
 
 @dataclass
 class RehearsalConfig:
-    """An addition to DigiRL's curriculum: per task, some of its successes join the selection,
-    so a solved task (whose successes have A_instr near 0) is not forgotten."""
+    """The ``rehearsal`` step (an addition to DigiRL's curriculum): per task, some of its
+    successes join the selection, so a solved task (whose successes have A_instr near 0) is not
+    forgotten."""
 
     per_task: int = field(
         default=2, metadata={"help": "successes per task in the replay that join", "min": 1}
@@ -126,10 +122,33 @@ class RehearsalConfig:
     )
 
 
+#: DigiRL's selection steps, in the order they may be listed (`devicerl.algos.selection`).
+DIGIRL_STEPS = ("curriculum", "rehearsal", "step_filter", "skip_noops")
+#: Filtered BC's.
+FILTERED_BC_STEPS = ("top_p_by_return", "skip_noops")
+
+
+def _check_steps(key: str, steps: list[str], order: tuple[str, ...]) -> None:
+    """Steps listed once each, in ``order``."""
+    if len(set(steps)) != len(steps) or steps != sorted(steps, key=order.index):
+        raise ConfigError(f"{key}: {steps}: each step once, in the order {list(order)}")
+
+
 @dataclass
 class DigiRLConfig:
-    """DigiRL's selection (paper defaults: lambda 0.5, top-p 0.1)."""
+    """DigiRL's selection (paper defaults: lambda 0.5, top-p 0.1). ``selection`` lists its steps
+    in order: the paper's is [curriculum, step_filter]; without the curriculum every trajectory
+    goes to the step filter, without the step filter every step of the chosen trajectories is
+    imitated (the ablations); ``rehearsal`` and ``skip_noops`` are additions."""
 
+    selection: list[Literal["curriculum", "rehearsal", "step_filter", "skip_noops"]] = field(
+        default_factory=lambda: ["curriculum", "step_filter"],
+        metadata={
+            "help": "selection steps in order: curriculum (top-p by A_instr), rehearsal "
+            "(addition: solved tasks' successes join), step_filter (A_step > 1/H), skip_noops "
+            "(addition: never imitate a step that left the screen as it was)"
+        },
+    )
     top_p: float = field(
         default=0.1,
         metadata={"help": "curriculum: share of trajectories kept by A_instr", "gt": 0, "max": 1},
@@ -137,18 +156,37 @@ class DigiRLConfig:
     lam: float = field(
         default=0.5, metadata={"help": "lambda of the step advantage", "min": 0, "max": 1}
     )
-    rehearsal: RehearsalConfig | None = field(
-        default=None, metadata={"help": "addition: rehearse solved tasks (null: off, as the paper)"}
-    )
+    rehearsal: RehearsalConfig = field(default_factory=RehearsalConfig)
     critic_warmup: int = field(
         default=0, metadata={"help": "first iterations that train only the critics", "min": 0}
     )
 
+    def validate(self) -> None:
+        steps = list(self.selection)
+        _check_steps("digirl.selection", steps, DIGIRL_STEPS)
+        if (
+            "rehearsal" in steps
+            and self.rehearsal.pick == "advantage"
+            and "curriculum" not in steps
+        ):
+            raise ConfigError("digirl.rehearsal.pick=advantage ranks by A_instr: list curriculum")
+
 
 @dataclass
 class FilteredBCConfig:
-    """Filtered BC's selection."""
+    """Filtered BC's selection: the paper's is [top_p_by_return] (every step of the top-p
+    trajectories by return); ``skip_noops`` is an addition."""
 
+    selection: list[Literal["top_p_by_return", "skip_noops"]] = field(
+        default_factory=lambda: ["top_p_by_return"],
+        metadata={"help": "selection steps in order: top_p_by_return, skip_noops (addition)"},
+    )
     top_p: float = field(
         default=0.1, metadata={"help": "share of trajectories kept by return", "gt": 0, "max": 1}
     )
+
+    def validate(self) -> None:
+        steps = list(self.selection)
+        _check_steps("filtered_bc.selection", steps, FILTERED_BC_STEPS)
+        if "top_p_by_return" not in steps:
+            raise ConfigError("filtered_bc.selection: top_p_by_return is what Filtered BC is")

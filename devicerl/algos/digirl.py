@@ -13,8 +13,9 @@ From the replay buffer's usable trajectories (steps h = 1..H, sparse reward r_H 
 
 The formulas are `devicerl.algos.formulas` (with the conventions for H and terminal values).
 ``critic_warmup`` iterations train only the critics first (the offline and off-to-online setups
-use it, as the reference does). Additions beyond the paper are optional selection steps: a
-`Rehearsal` of solved tasks after the curriculum, `SkipNoops` after the step filter.
+use it, as the reference does). ``selection`` lists the selection steps (`DigiRLConfig`): the
+paper's [curriculum, step_filter], with the additions `Rehearsal` (solved tasks' successes join
+the curriculum's picks) and `SkipNoops` (no-op steps are never imitated).
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from devicerl.algos.base import Learner, usable
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.critic_fit import Critics
 from devicerl.algos.regression import Regression
-from devicerl.algos.selection import Curriculum, Rehearsal, SkipNoops, StepFilter, run_steps
+from devicerl.algos.selection import (
+    Curriculum,
+    EveryStep,
+    EveryTrajectory,
+    Rehearsal,
+    SkipNoops,
+    StepFilter,
+    run_steps,
+)
 from devicerl.records import Trajectory
 
 
@@ -51,12 +60,22 @@ class DigiRL(Learner):
         self.config = config
         self.regression = Regression(actor, actor_config, self.rng, self.grad_sync)
         self.critics = Critics(actor, critic_config, self.rng, self.grad_sync, seed=seed)
-        self.selection: list[Any] = [Curriculum(config.top_p, self.critics)]
-        if config.rehearsal is not None:
-            self.selection.append(Rehearsal(config.rehearsal, self.rng))
-        self.selection.append(StepFilter(config.lam, self.critics))
-        if actor_config.skip_noops:
-            self.selection.append(SkipNoops())
+        steps = {
+            "curriculum": Curriculum(config.top_p, self.critics),
+            "rehearsal": Rehearsal(config.rehearsal, self.rng),
+            "step_filter": StepFilter(config.lam, self.critics),
+            "skip_noops": SkipNoops(),
+        }
+        names = list(config.selection)
+        # without a curriculum every trajectory goes on; without a step filter every step of
+        # the chosen trajectories is imitated (before no-op steps are skipped)
+        self.selection: list[Any] = [] if "curriculum" in names else [EveryTrajectory()]
+        for name in names:
+            if name == "skip_noops" and "step_filter" not in names:
+                self.selection.append(EveryStep())
+            self.selection.append(steps[name])
+        if "step_filter" not in names and "skip_noops" not in names:
+            self.selection.append(EveryStep())
         self.iterations = 0
 
     def parts(self) -> list[Any]:

@@ -30,9 +30,9 @@ class FilteredBC(Learner):
         super().__init__(actor, seed)
         self.config = config
         self.regression = Regression(actor, actor_config, self.rng, self.grad_sync)
-        self.selection = [TopPByReturn(config.top_p), EveryStep()]
-        if actor_config.skip_noops:
-            self.selection.append(SkipNoops())
+        steps = {"top_p_by_return": [TopPByReturn(config.top_p), EveryStep()]}
+        steps["skip_noops"] = [SkipNoops()]
+        self.selection = [step for name in config.selection for step in steps[name]]
 
     def parts(self) -> list[Regression]:
         return [self.regression]

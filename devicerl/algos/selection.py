@@ -157,6 +157,14 @@ class Rehearsal:
         return sel
 
 
+class EveryTrajectory:
+    """Every trajectory of the data is chosen (DigiRL without its curriculum)."""
+
+    def __call__(self, sel: Selection) -> Selection:
+        sel.chosen = [Chosen(t) for t in sel.data]
+        return sel
+
+
 class EveryStep:
     """Every step of each chosen trajectory."""
 

@@ -1,5 +1,6 @@
 """A league run (a config with ``policies:``, docs/league.md) as an observer of the one
-training loop (`devicerl.runtime.trainer.Trainer`).
+training loop (`devicerl.runtime.trainer.Trainer`, seen through
+`devicerl.runtime.observers.TrainingRun`).
 
 The league (`devicerl.league.state.League`: members, mapping, success windows, snapshots) and
 its PBT live here; the trainer's `Population` holds the members' learners and replays. What the
@@ -25,7 +26,7 @@ import re
 import threading
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
@@ -38,12 +39,9 @@ from devicerl.league.state import Frozen, League
 from devicerl.league.table import league_table
 from devicerl.records import Task, TaskInstance, Trajectory
 from devicerl.runtime.checkpoint import atomic_write_text
+from devicerl.runtime.observers import TrainerObserver, TrainingRun
 from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import TrainerObserver
 from devicerl.tasks import TaskSampler, resolve
-
-if TYPE_CHECKING:
-    from devicerl.runtime.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +118,7 @@ class FrontierAssignment:
 class LeagueRun(TrainerObserver):
     """The league's part of a training run (see the module doc)."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: TrainingRun) -> None:
         cfg = trainer.cfg
         self.cfg = cfg
         self.lock = threading.RLock()  # the collector thread reads the league under it
@@ -138,7 +136,7 @@ class LeagueRun(TrainerObserver):
     def _set_planning(self) -> None:
         t, cfg = self.trainer, self.cfg
         if cfg.league.frontier.enabled:
-            seed = cfg.seed * 1_000_003 + t.state.iteration
+            seed = cfg.seed * 1_000_003 + t.iteration
             t.assignment = FrontierAssignment(
                 self.league, self.lock, resolve(cfg.tasks.train), seed
             )
@@ -221,13 +219,13 @@ class LeagueRun(TrainerObserver):
         self.trainer.publish()
 
     # -- the loop's hooks ---------------------------------------------------------------------
-    def on_episode(self, trainer: Trainer, t: Trajectory) -> None:
+    def on_episode(self, trainer: TrainingRun, t: Trajectory) -> None:
         if t.plan is not None and t.plan.policy in self.league:
             with self.lock:
                 self.league.record(t.plan.policy, t.task, t.success)
             self._fresh.setdefault(t.plan.policy, []).append(t.success)
 
-    def after_iteration(self, trainer: Trainer, metrics: dict[str, Any]) -> None:
+    def after_iteration(self, trainer: TrainingRun, metrics: dict[str, Any]) -> None:
         with self.lock:
             snapshots = self.league.end_iteration()
             exploits = self.pbt.step() if self.pbt is not None else []
@@ -259,7 +257,7 @@ class LeagueRun(TrainerObserver):
         for key, module in rebuilt.learner.modules().items():
             module.load_state_dict(donor_member.learner.modules()[key].state_dict())
 
-    def _metrics(self, trainer: Trainer) -> dict[str, float]:
+    def _metrics(self, trainer: TrainingRun) -> dict[str, float]:
         fresh_by, self._fresh = self._fresh, {}
         out: dict[str, float] = {
             "league/members": len(self.league.members),
@@ -280,7 +278,7 @@ class LeagueRun(TrainerObserver):
                 out[prefix + "rollout/iteration_success_rate"] = sum(mine) / len(mine)
         return out
 
-    def summary(self, trainer: Trainer) -> dict[str, Any]:
+    def summary(self, trainer: TrainingRun) -> dict[str, Any]:
         return {
             "league": {
                 "members": {
@@ -299,7 +297,7 @@ class LeagueRun(TrainerObserver):
             }
         }
 
-    def on_end(self, trainer: Trainer) -> None:
+    def on_end(self, trainer: TrainingRun) -> None:
         for name in self.league.trainable():
             self.league[name].policy.save(trainer.run_dir.path / "agents" / name)
         self.save(trainer.run_dir.path / LEAGUE_DIR)
@@ -310,11 +308,11 @@ class LeagueRun(TrainerObserver):
         save_league(self.league, folder, self.pbt)
         atomic_write_text(folder / "table.txt", league_table(self.league) + "\n")
 
-    def on_checkpoint(self, trainer: Trainer, folder: Path) -> None:
+    def on_checkpoint(self, trainer: TrainingRun, folder: Path) -> None:
         save_league(self.league, folder / LEAGUE_DIR, self.pbt)
         self.save(trainer.run_dir.path / LEAGUE_DIR)
 
-    def on_restore(self, trainer: Trainer, folder: Path) -> None:
+    def on_restore(self, trainer: TrainingRun, folder: Path) -> None:
         league, pbt = load_league(folder / LEAGUE_DIR)
         for name in list(trainer.population.members):
             trainer.population.remove(name)

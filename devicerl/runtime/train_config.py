@@ -16,8 +16,6 @@ from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.league.config import LeagueConfig, PolicySpec, validate_league
 from devicerl.pool.supervisor import SupervisorConfig
-from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
-from devicerl.runtime.distributed.config import LearnerConfig
 from devicerl.runtime.metrics import LoggingConfig
 
 if TYPE_CHECKING:
@@ -135,6 +133,89 @@ class ExplorationConfig:
             "min": 1,
         },
     )
+
+
+@dataclass
+class LearnerConfig:
+    """Where the learner runs. One process by default; ``accelerate launch --num_processes N``
+    or ``num_workers: N`` (a Ray learner group) make it data-parallel (docs/scaling.md)."""
+
+    num_workers: int = field(
+        default=1,
+        metadata={"help": "Ray learner actors forming one DDP group (1: in the trainer)", "min": 1},
+    )
+    gpus_per_worker: float = field(
+        default=0.0,
+        metadata={
+            "help": "GPUs per Ray learner actor or learner shard (0: CPU, gloo; 1: NCCL)",
+            "min": 0,
+        },
+    )
+    backend: Literal["auto", "gloo", "nccl"] = field(
+        default="auto",
+        metadata={
+            "help": "torch.distributed backend: auto (nccl on GPUs, else gloo), gloo or nccl"
+        },
+    )
+
+
+@dataclass
+class ClusterConfig:
+    """Which Ray cluster a run uses."""
+
+    address: str = field(
+        default="",
+        metadata={
+            "help": "Ray cluster to join: auto (the running one), HOST:PORT, or empty "
+            "(start a private Ray on this machine when rollouts.groups > 0)"
+        },
+    )
+
+
+@dataclass
+class RolloutsConfig:
+    """Rollout groups: where devices, inference and judging run when collection scales out over
+    a Ray cluster (docs/scaling.md): ``groups: G`` Ray actors, each with its own devices,
+    policy replica and judge, ship finished episodes to the learner."""
+
+    groups: int = field(
+        default=0,
+        metadata={"help": "rollout groups on the cluster (0: collect in this process)", "min": 0},
+    )
+    num_cpus: float = field(default=1.0, metadata={"help": "CPUs Ray reserves per group", "min": 0})
+    num_gpus: float = field(
+        default=0.0,
+        metadata={"help": "GPUs per group (its policy replica then runs there)", "min": 0},
+    )
+    resources: dict[str, float] = field(
+        default_factory=dict,
+        metadata={"help": "custom Ray resources per group, e.g. {devicerl_group: 1}"},
+    )
+    ledger: str = field(
+        default="",
+        metadata={
+            "help": "audit file: every group appends the id of each episode the learner "
+            "received from it"
+        },
+    )
+
+    def check_devices(self, env_worker: str) -> None:
+        """Devices of a group live on its node: they cannot be Ray actors elsewhere."""
+        if self.groups and env_worker == "ray":
+            raise ConfigError(
+                "rollouts.groups: a group runs its devices on its own node; "
+                "use env.worker subprocess or serial"
+            )
+
+    def actor_options(self) -> dict[str, Any]:
+        """``ray.remote`` options of a group actor."""
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+            "resources": dict(self.resources),
+            "max_restarts": 0,  # the fleet re-creates lost groups itself (new episode ids)
+            "max_concurrency": 4,  # pull, set_weights and throttle while collecting
+        }
 
 
 @dataclass

@@ -19,9 +19,9 @@ into that store, so ``devicerl train --resume RUN_DIR`` continues where the last
 SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.stop`): the update in progress ends,
 a checkpoint and the agent are written, the devices are closed and `Trainer.stopped` is set.
 
-Observers (`TrainerObserver`) see every stored episode and every iteration, add to checkpoints,
-restores, metrics and the summary; `Trainer.observers` is the list (tests and scripts append
-their own, e.g. to add a league member during a run).
+Observers (`devicerl.runtime.observers.TrainerObserver`) see every stored episode and every
+iteration, add to checkpoints, restores, metrics and the summary; `Trainer.observers` is the
+list (tests and scripts append their own, e.g. to add a league member during a run).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import ExplorationSchedule
 from devicerl.runtime.learner_setup import seed_everything
+from devicerl.runtime.observers import TrainerObserver
 from devicerl.runtime.planning import EpisodePlanner, PolicyAssignment
 from devicerl.runtime.population import Population
 from devicerl.runtime.progress import RateProgress
@@ -74,30 +75,6 @@ class TrainState(EpisodeCounts):
     dropped_stale: int = 0
     version: int = 0
     offline_done: int = 0
-
-
-class TrainerObserver:
-    """Hooks into the training loop (every method is optional)."""
-
-    def on_episode(self, trainer: Trainer, t: Trajectory) -> None:
-        """A complete, labelled episode was stored (before it is routed to the replays)."""
-
-    def after_iteration(self, trainer: Trainer, metrics: dict[str, Any]) -> None:
-        """An iteration's updates are done (before the new policies are published); add to
-        ``metrics`` what the observer measures."""
-
-    def on_checkpoint(self, trainer: Trainer, folder: Path) -> None:
-        """Write the observer's own state into a checkpoint being written (``folder``)."""
-
-    def on_restore(self, trainer: Trainer, folder: Path) -> None:
-        """Read it back from the checkpoint being restored, before the members' weights."""
-
-    def on_end(self, trainer: Trainer) -> None:
-        """Training is over (agents are being saved)."""
-
-    def summary(self, trainer: Trainer) -> dict[str, Any]:
-        """What to add to ``summary.json``."""
-        return {}
 
 
 def load_offline(spec: str) -> list[Trajectory]:
@@ -161,6 +138,10 @@ class Trainer:
         self.source: CollectionSource | None = None
         if resume:
             self._restore()
+
+    @property
+    def iteration(self) -> int:
+        return self.state.iteration
 
     @property
     def actor(self) -> Policy:

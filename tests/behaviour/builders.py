@@ -61,7 +61,7 @@ def load_setup(name: str) -> TrainConfig:
     (paths made absolute, so the current directory does not matter)."""
     path, overrides = SETUPS[name]
     absolute = [_absolute(o) for o in overrides]
-    return load_config(TrainConfig, ROOT / path, absolute)
+    return load_config(TrainConfig, ROOT / "devicerl" / path, absolute)  # shipped in the package
 
 
 def _absolute(override: str) -> str:

@@ -53,7 +53,7 @@ LEARN = ("league-example", "league-dev16")
 
 
 def load_league_config(name: str) -> TrainConfig:
-    return load_config(TrainConfig, ROOT / LEAGUES[name])
+    return load_config(TrainConfig, ROOT / "devicerl" / LEAGUES[name])
 
 
 def build_league(cfg: TrainConfig) -> tuple[League, PBT | None]:
@@ -116,7 +116,9 @@ def league_population(cfg: TrainConfig, league: League) -> Population:
     for name, m in league.members.items():
         frozen = isinstance(m.policy, Frozen)
         config = member_config(cfg, name, m.spec)
-        population.add(name, m.policy, config, m.spec.agent.make, trains=m.spec.trainable, frozen=frozen)
+        population.add(
+            name, m.policy, config, m.spec.agent.make, trains=m.spec.trainable, frozen=frozen
+        )
     return population
 
 

@@ -1,5 +1,2 @@
-"""Scaling collection out over a Ray cluster: rollout groups and the fleet that drives them."""
-
-from devicerl.runtime.cluster.config import ClusterConfig, RolloutsConfig
-
-__all__ = ["ClusterConfig", "RolloutsConfig"]
+"""Scaling collection out over a Ray cluster: rollout groups and the fleet that drives them
+(their options: `devicerl.runtime.train_config.RolloutsConfig` and ``ClusterConfig``)."""

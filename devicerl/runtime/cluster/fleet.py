@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from devicerl.runtime.train_config import TrainConfig
 
 log = logging.getLogger(__name__)
+#: Longest a group holds a pull with nothing to ship (seconds).
+POLL_S = 0.5
 #: Counters of `CollectorStats` that add up over groups (rates are summed over live groups).
 #: Collector counters (their final metric names) that add up over rollout groups.
 _SUMMED = (
@@ -282,7 +284,7 @@ class RolloutFleet:
             self.counters["groups_created"] += 1
 
     def _poll(self) -> None:
-        poll_s = self.cfg.rollouts.poll_s
+        poll_s = POLL_S
         now = time.monotonic()
         for m in self._members.values():
             if m.pull is None and now >= m.retry_at:

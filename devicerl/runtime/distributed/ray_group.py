@@ -26,6 +26,8 @@ from devicerl.runtime.distributed.learners import LearnerGroup
 from devicerl.runtime.distributed.replica import DeltaEncoder, LearnerState, ReplayDelta
 
 log = logging.getLogger(__name__)
+#: Seconds to wait for the learner group to form before giving up.
+SETUP_TIMEOUT_S = 300.0
 
 
 class LearnerWorker:
@@ -52,7 +54,7 @@ class LearnerWorker:
         gpu = lc.gpus_per_worker > 0 and torch.cuda.is_available()
         device = torch.device("cuda", 0) if gpu else torch.device("cpu")  # Ray's GPU for us
         info = init_group(
-            self.rank, self.world_size, address, port, lc.backend, device, lc.setup_timeout_s
+            self.rank, self.world_size, address, port, lc.backend, device, SETUP_TIMEOUT_S
         )
         self.replica = LearnerReplica(self.cfg, DataParallelSync(), device)
         return info.backend
@@ -105,13 +107,13 @@ class RayLearnerGroup(LearnerGroup):
     def _start(self) -> None:
         lc = self.cfg.learner
         cls = self.ray.remote(LearnerWorker).options(
-            num_cpus=lc.cpus_per_worker, num_gpus=lc.gpus_per_worker, max_restarts=0
+            num_cpus=1.0, num_gpus=lc.gpus_per_worker, max_restarts=0
         )
         n = lc.num_workers
         self.workers = [cls.remote(self.cfg, r, n) for r in range(n)]
-        address, port = self.ray.get(self.workers[0].address.remote(), timeout=lc.setup_timeout_s)
+        address, port = self.ray.get(self.workers[0].address.remote(), timeout=SETUP_TIMEOUT_S)
         backends = self.ray.get(
-            [w.setup.remote(address, port) for w in self.workers], timeout=lc.setup_timeout_s
+            [w.setup.remote(address, port) for w in self.workers], timeout=SETUP_TIMEOUT_S
         )
         log.info("learner group: %d Ray actors (%s)", n, backends[0])
         self.encoder.reset()

@@ -8,7 +8,7 @@ keeps a full learner per policy (it checkpoints it and publishes its weights), t
 `LearnerReplica` fed with `ReplayDelta`s (only new trajectories travel), the full
 `LearnerState` travels when a learner is placed or rebuilt and comes back before a checkpoint.
 Shards update side by side; policies on one shard update one after another. Each shard asks
-``learner.cpus_per_worker`` CPUs and ``learner.gpus_per_worker`` GPUs of Ray (0.25: a quarter
+one CPU and ``learner.gpus_per_worker`` GPUs of Ray (0.25: a quarter
 of a GPU).
 """
 
@@ -92,7 +92,7 @@ class LearnerShards:
             self.owns_ray = True
         lc = self.cfg.learner
         cls = ray.remote(ShardWorker).options(
-            num_cpus=lc.cpus_per_worker, num_gpus=lc.gpus_per_worker, max_restarts=0
+            num_cpus=1.0, num_gpus=lc.gpus_per_worker, max_restarts=0
         )
         self.workers = [cls.remote(self.cfg.torch_threads) for _ in range(self.n)]
         log.info("league: %d learner shards", self.n)
