@@ -96,7 +96,7 @@ def system_overrides(system: str) -> list[str]:
     if system == "random":
         return ["mode=eval", "algo=none", "agent.kind=uniform"]
     if system == "random_clickable":
-        return ["mode=eval", "algo=none", "agent.kind=uniform", "agent.clickable_only=true"]
+        return ["mode=eval", "algo=none", "agent.kind=uniform_clickable"]
     if system == START:
         return ["mode=eval", "algo=none"]
     if system in ("filtered_bc", "digirl"):

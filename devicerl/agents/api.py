@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from devicerl.actions import Action, parse_autoui
 from devicerl.agents.base import ActionSample, Policy
@@ -32,8 +32,10 @@ from devicerl.clients.chat import (
     image_part,
     text_part,
 )
-from devicerl.errors import ConfigError
 from devicerl.records import Observation
+
+#: Longest UI-element list in a prompt; decimals of coordinates in prompts and replies.
+MAX_ELEMENTS, PRECISION = 50, 3
 
 
 @dataclass
@@ -42,20 +44,13 @@ class APIAgentConfig:
 
     chat: ChatConfig = field(default_factory=ChatConfig)
     include_screenshot: bool = field(default=True, metadata={"help": "send the screenshot"})
-    image_format: Literal["png", "jpeg"] = field(
-        default="png", metadata={"help": "how the screenshot is encoded"}
+    include_elements: bool = field(
+        default=True, metadata={"help": f"list up to {MAX_ELEMENTS} UI elements as text"}
     )
-    include_elements: bool = field(default=True, metadata={"help": "list UI elements as text"})
-    max_elements: int = field(default=50, metadata={"help": "longest element list", "min": 0})
     history: int = field(default=4, metadata={"help": "previous actions in the prompt", "min": 0})
-    precision: int = field(
-        default=3, metadata={"help": "decimals of coordinates in prompts", "min": 0}
-    )
 
     def validate(self) -> None:
         self.chat.validate()
-        if self.image_format not in ("png", "jpeg"):
-            raise ConfigError(f"image_format must be png or jpeg, got {self.image_format!r}")
 
 
 class APIAgent(Policy):
@@ -74,17 +69,17 @@ class APIAgent(Policy):
         self.config.validate()
         self.client = client or ChatClient(self.config.chat)
         self.temperature = self.client.config.temperature
-        self._system = system_prompt(self.config.precision)
+        self._system = system_prompt(PRECISION)
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
         cfg = self.config
         prev = list(obs.previous_actions)
         prev = prev[-cfg.history :] if cfg.history > 0 else []
-        text = user_prompt(obs, prev, cfg.include_elements, cfg.max_elements, cfg.precision)
+        text = user_prompt(obs, prev, cfg.include_elements, MAX_ELEMENTS, PRECISION)
         content: list[dict[str, Any]] = [text_part(text)]
         if cfg.include_screenshot and obs.screenshot is not None:
-            content.append(image_part(obs.screenshot, cfg.image_format))
+            content.append(image_part(obs.screenshot, "png"))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": content}]
 
     def _one(self, obs: Observation, greedy: bool) -> ActionSample:

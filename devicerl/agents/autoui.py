@@ -36,8 +36,13 @@ from torch import nn
 
 from devicerl.actions import Action, format_autoui, parse_autoui
 from devicerl.agents.base import ActionSample, check_batch
+from devicerl.agents.config import (
+    AUTOUI_FUSION_HEADS,
+    AUTOUI_MAX_INPUT_TOKENS,
+    AUTOUI_PRECISION,
+    LoRASettings,
+)
 from devicerl.agents.config import AutoUIConfig as AutoUIConfig  # re-export
-from devicerl.agents.config import LoRASettings
 from devicerl.agents.fusion import (
     FUSION_FILE,
     ImageFusion,
@@ -79,8 +84,11 @@ class AutoUIAgent(TorchPolicy):
         config: AutoUIConfig | None = None,
         device: str | torch.device = "cpu",
         vision_dir: str | Path | None = None,
+        seed: int = 0,
     ) -> None:
+        """``seed``: of sampling, and of new fusion weights."""
         self.config = cfg = config or AutoUIConfig()
+        self.seed = seed
         self.temperature = cfg.temperature
         self.tokenizer = tokenizer
         tokenizer.truncation_side = "left"  # a long history loses its oldest part, not the goal
@@ -91,8 +99,8 @@ class AutoUIAgent(TorchPolicy):
             if not vision.dim:
                 raise ConfigError("vision encoder has no hidden_size; pass fusion weights")
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(cfg.seed)
-                fusion = ImageFusion(vision.dim, d_model, cfg.fusion_heads)
+                torch.manual_seed(self.seed)
+                fusion = ImageFusion(vision.dim, d_model, AUTOUI_FUSION_HEADS)
         if fusion.d_model != d_model or (vision.dim and fusion.img_dim != vision.dim):
             raise ConfigError(
                 f"fusion expects image dim {fusion.img_dim} -> d_model {fusion.d_model}, but the "
@@ -106,7 +114,7 @@ class AutoUIAgent(TorchPolicy):
         self.device = resolve_device(device)
         self.to(self.device)
         self.eval()
-        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.generator = torch.Generator().manual_seed(self.seed)
         self.version = 0
         self.eos_id = int(t5.config.eos_token_id)
         self.pad_id = int(t5.config.pad_token_id)
@@ -120,6 +128,7 @@ class AutoUIAgent(TorchPolicy):
         vision_dir: str | Path | None = None,
         config: AutoUIConfig | None = None,
         device: str | torch.device = "cpu",
+        seed: int = 0,
     ) -> AutoUIAgent:
         """Load our saved agent, or an Auto-UI-Base style checkpoint plus a vision encoder."""
         from transformers import AutoTokenizer, T5ForConditionalGeneration
@@ -148,7 +157,7 @@ class AutoUIAgent(TorchPolicy):
         lora_cfg = cfg.lora
         if saved is not None and saved.get("lora_base"):
             cfg = dataclasses.replace(cfg, lora=None)
-        agent = cls(t5, tokenizer, vision, fusion, cfg, device, vision_dir=vision_dir)
+        agent = cls(t5, tokenizer, vision, fusion, cfg, device, vision_dir=vision_dir, seed=seed)
         if saved is not None and saved.get("lora_base"):
             agent._attach_saved_lora(model_dir / LORA_DIR, lora_cfg)
         agent.base_model_dir = str(base_dir.resolve())
@@ -179,12 +188,12 @@ class AutoUIAgent(TorchPolicy):
         from transformers.modeling_outputs import BaseModelOutput
 
         cfg = self.config
-        texts = [input_text(o, cfg.history, cfg.precision) for o in observations]
+        texts = [input_text(o, cfg.history, AUTOUI_PRECISION) for o in observations]
         tok = self.tokenizer(
             texts,
             padding=True,
             truncation=True,
-            max_length=cfg.max_input_tokens,
+            max_length=AUTOUI_MAX_INPUT_TOKENS,
             return_tensors="pt",
         ).to(self.device)
         states = self.t5.encoder(input_ids=tok.input_ids, attention_mask=tok.attention_mask)
@@ -284,7 +293,7 @@ class AutoUIAgent(TorchPolicy):
         if not observations:
             return torch.zeros(0, device=self.device)
         targets = [
-            t if t is not None else format_autoui(a, precision=self.config.precision)
+            t if t is not None else format_autoui(a, precision=AUTOUI_PRECISION)
             for a, t in zip(actions, texts or [None] * len(actions))
         ]
         return self.score_ids(observations, [self.target_ids(t) for t in targets])
@@ -356,7 +365,7 @@ def _with_lora(t5: nn.Module, lora: LoRASettings) -> nn.Module:
         task_type=TaskType.SEQ_2_SEQ_LM,
         r=lora.r,
         lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
+        lora_dropout=0.0,
         target_modules=list(lora.target_modules),
     )
     return get_peft_model(t5, cfg)

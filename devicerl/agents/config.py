@@ -115,31 +115,29 @@ class LoRASettings:
 
     r: int = _opt(8, "adapter rank", min=1)
     alpha: int = _opt(16, "adapter scale (alpha / r multiplies the update)", min=1)
-    dropout: float = _opt(0.0, "dropout on the adapter input", min=0, lt=1)
     target_modules: tuple[str, ...] = _opt(("q", "k", "v", "o"), "T5 projections adapted")
+
+
+#: Auto-UI's longest input text (T5 tokens), the decimals of coordinates in its action texts and
+#: the attention heads of its image fusion (as the released checkpoint).
+AUTOUI_MAX_INPUT_TOKENS, AUTOUI_PRECISION, AUTOUI_FUSION_HEADS = 512, 4, 1
 
 
 @dataclass
 class AutoUIConfig:
     """The Auto-UI agent's decoding and input (null: the saved agent's own settings)."""
 
-    max_input_tokens: int = _opt(512, "longest input text, in T5 tokens", min=1)
     max_new_tokens: int = _opt(128, "longest generated action text, in tokens", min=1)
-    precision: int = _opt(
-        4, "decimals of coordinates in the action text and in previous actions", min=0
-    )
     history: int = _opt(4, "previous actions in the input text", min=0)
     temperature: float = _opt(1.0, "sampling temperature (greedy decoding ignores it)", gt=0)
     vision_features: Literal["pooled", "patch"] = _opt(
         "pooled", "image features fused with the text: one pooled vector or every patch"
     )
-    fusion_heads: int = _opt(1, "attention heads of the image fusion", min=1)
     lora: LoRASettings | None = _opt(None, "LoRA adapters; null trains the whole model")
-    seed: int = _opt(0, "seed of sampling and of new fusion weights", min=0)
 
     def __post_init__(self) -> None:
         if isinstance(self.lora, dict):
-            lora = dict(self.lora)
+            lora = {k: v for k, v in self.lora.items() if k != "dropout"}  # older saved agents
             lora["target_modules"] = tuple(lora.get("target_modules", ("q", "k", "v", "o")))
             self.lora = LoRASettings(**lora)
         if self.temperature <= 0:
@@ -228,3 +226,60 @@ class SmallAgentConfig:
     def n_cells(self) -> int:
         """Grid cells the encoder adds as tokens (0 when nothing uses them)."""
         return self.grid[0] * self.grid[1] if self.point_actions or self.features.pixels else 0
+
+
+@dataclass
+class SmallAgentOptions:
+    """The small agent as a run configures it (``agent.small``): its size, action space, input
+    features and sampling. Everything else about its architecture is `SmallAgentConfig`'s
+    default, and a saved agent carries its whole `SmallAgentConfig` with its weights."""
+
+    d_model: int = _opt(128, "transformer width (a multiple of 4)", min=4)
+    n_layers: int = _opt(2, "transformer layers", min=1)
+    allowed_types: tuple[str, ...] | None = _opt(
+        None,
+        "action types the agent may choose (ActionType names, e.g. [DUAL_POINT, TYPE]); null: all",
+    )
+    swipes: bool = _opt(True, "allow swipes (up, down, left, right from the screen centre)")
+    point_actions: bool = _opt(
+        False, "taps at any point and drags between points, besides taps on elements"
+    )
+    page_text: bool = _opt(False, "type spans of an element's text (page text)")
+    free_text: bool = _opt(False, "type any text with a character decoder")
+    pixels: bool = _opt(False, "per-element and per-grid-cell features of the screenshot")
+    field_labels: bool = _opt(
+        False, "text fields are known by their label's words (docs/agents.md)"
+    )
+    temperature: float = _opt(1.0, "sampling temperature", gt=0)
+    epsilon: float = _opt(
+        0.05,
+        "share of a uniform choice mixed into the action-type and element choices, in sampling "
+        "and log-probs alike (0: off)",
+        min=0,
+        lt=1,
+    )
+
+    def validate(self) -> None:
+        if self.d_model % 4:
+            raise ConfigError(f"agent.small.d_model={self.d_model}: must be a multiple of 4")
+        for t in self.allowed_types or ():
+            if t not in ActionType.__members__ and t not in {a.value for a in ActionType}:
+                raise ConfigError(f"agent.small.allowed_types: {t!r} is not an action type")
+
+    def architecture(self, seed: int = 0) -> SmallAgentConfig:
+        """The full `SmallAgentConfig` these options describe (the rest at its defaults)."""
+        features = FeatureConfig(pixels=self.pixels, field_labels=self.field_labels)
+        return SmallAgentConfig(
+            d_model=self.d_model,
+            n_layers=self.n_layers,
+            d_ff=2 * self.d_model,
+            allowed_types=self.allowed_types,
+            swipes=self.swipes,
+            point_actions=self.point_actions,
+            page_text=self.page_text,
+            free_text=self.free_text,
+            temperature=self.temperature,
+            epsilon=self.epsilon,
+            seed=seed,
+            features=features,
+        )

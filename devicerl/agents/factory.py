@@ -4,7 +4,7 @@ Collectors in other processes receive the spec and build the policy there (weigh
 through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.load_config`.
 
     agent:
-      kind: small            # small | autoui | api | random | uniform | oracle
+      kind: small            # small | autoui | api | random | uniform | uniform_clickable | oracle
       path: runs/x/agent     # a saved agent (small, autoui) or an Auto-UI checkpoint dir
       init_from: runs/y/agent  # small: build from `small`, start from a saved agent's weights
       vision_dir: /models/blip2-vision
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
-from devicerl.agents.config import AutoUIConfig, SmallAgentConfig
+from devicerl.agents.config import AutoUIConfig, SmallAgentOptions
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("small", "autoui", "api", "random", "uniform", "oracle")
+KINDS = ("small", "autoui", "api", "random", "uniform", "uniform_clickable", "oracle")
 
 
 @dataclass
@@ -45,15 +45,10 @@ class AgentSpec:
         default=None, metadata={"help": "local vision encoder dir (autoui)"}
     )
     device: str = field(default="cpu", metadata={"help": "cpu, cuda, cuda:1 or auto"})
-    seed: int = field(default=0, metadata={"help": "seed of the random and new agents"})
-    small: SmallAgentConfig = field(default_factory=SmallAgentConfig)
-    clickable_only: bool = field(
-        default=False,
-        metadata={
-            "help": "uniform agent: tap only elements flagged clickable (privileged DOM "
-            "information the learners do not get)"
-        },
+    seed: int = field(
+        default=0, metadata={"help": "seed of a new agent's weights and of random agents"}
     )
+    small: SmallAgentOptions = field(default_factory=SmallAgentOptions)
     #: None: the saved agent's own config (or the defaults for a bare Auto-UI checkpoint).
     autoui: AutoUIConfig | None = None
     api: APIAgentConfig = field(default_factory=APIAgentConfig)
@@ -79,7 +74,7 @@ class AgentSpec:
 
             if self.path is not None:
                 return SmallAgent.from_pretrained(self.path, device=self.device)
-            agent = SmallAgent(self.small, device=self.device)
+            agent = SmallAgent(self.small.architecture(self.seed), device=self.device)
             if self.init_from is not None:
                 fresh = agent.load_matching(self.init_from)
                 log.info(
@@ -92,7 +87,7 @@ class AgentSpec:
 
             assert self.path is not None
             return AutoUIAgent.from_pretrained(
-                self.path, self.vision_dir, self.autoui, device=self.device
+                self.path, self.vision_dir, self.autoui, device=self.device, seed=self.seed
             )
         if self.kind == "api":
             from devicerl.agents.api import APIAgent
@@ -102,10 +97,16 @@ class AgentSpec:
             from devicerl.agents.scripted import PlanOracle
 
             return PlanOracle()
-        if self.kind == "uniform":  # uniform over what the small agent `small` can express
+        if self.kind in ("uniform", "uniform_clickable"):
+            # uniform over what the small agent `small` can express (clickable: tapping only
+            # elements flagged clickable, privileged DOM information the learners do not get)
             from devicerl.agents.random import UniformPolicy
 
-            return UniformPolicy(self.small, seed=self.seed, clickable_only=self.clickable_only)
+            return UniformPolicy(
+                self.small.architecture(self.seed),
+                seed=self.seed,
+                clickable_only=self.kind == "uniform_clickable",
+            )
         from devicerl.agents.random import RandomPolicy
 
         return RandomPolicy(seed=self.seed)

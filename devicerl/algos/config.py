@@ -71,8 +71,8 @@ class ActorConfig:
 @dataclass
 class CriticConfig:
     """DigiRL's two critics (reference: lr 1e-4, 5 + 5 updates per iteration, grad-norm clip
-    0.01 on its batch of 4 x 32; our clip of 1.0 suits AdamW on a small critic trained from
-    scratch)."""
+    0.01 on its batch of 4 x 32; our clip of 1.0, `devicerl.algos.critic_fit.GRAD_CLIP`, suits
+    AdamW on a small critic trained from scratch)."""
 
     lr: float = field(default=1e-4, metadata={"help": "learning rate (AdamW)", "gt": 0})
     batch_size: int = field(default=64, metadata={"help": "samples per minibatch", "min": 1})
@@ -81,9 +81,6 @@ class CriticConfig:
     )
     step_updates: int = field(
         default=5, metadata={"help": "step-critic updates per iteration", "min": 0}
-    )
-    grad_clip: float | None = field(
-        default=1.0, metadata={"help": "gradient-norm clip (null: none)", "gt": 0}
     )
     d_model: int = field(default=64, metadata={"help": "critic encoder width", "min": 1})
 

@@ -28,6 +28,9 @@ from devicerl.records import Trajectory
 
 #: One trajectory in this many is held out of critic training, to score the critics on.
 HELDOUT_EVERY = 10
+#: Gradient-norm clip of the critics' updates (a guard against spikes: Adam's step size does
+#: not scale with the gradient norm).
+GRAD_CLIP = 1.0
 
 
 class Critics:
@@ -110,8 +113,7 @@ class Critics:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         self.grad_sync.sync(critic.parameters())
-        if self.config.grad_clip is not None:
-            nn.utils.clip_grad_norm_(critic.parameters(), self.config.grad_clip)
+        nn.utils.clip_grad_norm_(critic.parameters(), GRAD_CLIP)
         opt.step()
         return loss.item()
 

@@ -70,20 +70,12 @@ class ChatConfig:
     max_retries: int = field(
         default=4, metadata={"help": "retries after the first attempt", "min": 0}
     )
-    backoff_s: float = field(
-        default=1.0,
-        metadata={"help": "first retry delay in seconds (doubles each retry)", "min": 0},
-    )
-    backoff_max_s: float = field(
-        default=30.0, metadata={"help": "longest retry delay (seconds)", "min": 0}
-    )
     max_concurrency: int = field(
         default=8, metadata={"help": "requests in flight at once", "min": 1}
     )
-    requests_per_minute: float = field(
-        default=0.0, metadata={"help": "token-bucket rate limit; 0 means unlimited", "min": 0}
+    requests_per_minute: float | None = field(
+        default=None, metadata={"help": "rate limit (null: unlimited)", "gt": 0}
     )
-    burst: int = field(default=1, metadata={"help": "token-bucket capacity", "min": 1})
     temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
     max_tokens: int = field(default=512, metadata={"help": "longest reply, in tokens", "min": 1})
 
@@ -92,8 +84,8 @@ class ChatConfig:
             raise ConfigError(f"chat.base_url={self.base_url}: must start with http:// or https://")
         if self.max_concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
             raise ConfigError("max_concurrency >= 1, max_retries >= 0 and timeout_s > 0 required")
-        if self.requests_per_minute < 0 or self.burst < 1:
-            raise ConfigError("requests_per_minute >= 0 and burst >= 1 required")
+        if self.requests_per_minute is not None and self.requests_per_minute <= 0:
+            raise ConfigError("requests_per_minute must be > 0 (null: unlimited)")
 
 
 class TokenBucket:
@@ -172,14 +164,28 @@ def text_part(text: str) -> dict[str, Any]:
 
 
 class ChatClient:
-    """Thread-safe chat-completions client with concurrency cap, rate limit and retries."""
+    """Thread-safe chat-completions client with concurrency cap, rate limit and retries.
 
-    def __init__(self, config: ChatConfig, transport: httpx.BaseTransport | None = None) -> None:
+    Retries wait ``backoff_s`` seconds, doubling each time up to ``backoff_max_s`` (jittered;
+    a server's ``Retry-After`` is honoured)."""
+
+    backoff_s = 1.0
+    backoff_max_s = 30.0
+
+    def __init__(
+        self,
+        config: ChatConfig,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        backoff_s: float | None = None,
+    ) -> None:
         config.validate()
         register(config.api_key_env)
         self.config = config
+        if backoff_s is not None:
+            self.backoff_s = backoff_s
         self._sem = threading.BoundedSemaphore(config.max_concurrency)
-        self._bucket = TokenBucket(config.requests_per_minute / 60.0, config.burst)
+        self._bucket = TokenBucket((config.requests_per_minute or 0.0) / 60.0)
         import httpx
 
         self._http = httpx.Client(timeout=config.timeout_s, transport=transport)
@@ -197,11 +203,11 @@ class ChatClient:
         return headers
 
     def _delay(self, attempt: int, retry_after: str | None) -> float:
-        base = self.config.backoff_s * (2**attempt)
+        base = self.backoff_s * (2**attempt)
         if retry_after:
             with contextlib.suppress(ValueError):
                 base = max(base, float(retry_after))
-        return min(self.config.backoff_max_s, base) * (0.8 + 0.4 * random.random())
+        return min(self.backoff_max_s, base) * (0.8 + 0.4 * random.random())
 
     def complete(self, messages: Sequence[Message], **params: Any) -> ChatReply:
         """Send one chat request; retry within bounds; raise `ChatError` when out of retries."""

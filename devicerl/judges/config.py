@@ -31,27 +31,12 @@ class VLMJudgeConfig:
     last_k: int = field(
         default=3, metadata={"help": "screenshots shown (the last k screens)", "min": 1}
     )
-    max_actions: int = field(default=20, metadata={"help": "most recent actions listed", "min": 0})
     few_shot: str = field(
         default="", metadata={"help": "few-shot examples: a manifest (YAML/JSON) or a folder"}
     )
     cache_path: str = field(
         default=DEFAULT_CACHE, metadata={"help": "SQLite verdict cache; empty disables it"}
     )
-    image_format: Literal["png", "jpeg"] = field(
-        default="png", metadata={"help": "how screenshots are encoded in requests"}
-    )
-    max_side: int = field(
-        default=0,
-        metadata={"help": "downscale screenshots to this longest side; 0 keeps size", "min": 0},
-    )
-    system_prompt: str = field(
-        default="", metadata={"help": "replace the built-in instructions (keep its reply format)"}
-    )
-
-    def validate(self) -> None:
-        if self.last_k < 1 or self.max_actions < 0 or self.max_side < 0:
-            raise ConfigError("vlm: last_k >= 1, max_actions >= 0 and max_side >= 0 required")
 
 
 @dataclass
@@ -69,18 +54,14 @@ class JudgeConfig:
         default="drop",
         metadata={"help": "unknown verdicts: drop the episode from training, or use native"},
     )
-    workers: int = field(
-        default=0, metadata={"help": "judging threads; 0 uses chat.max_concurrency", "min": 0}
-    )
     chat: ChatConfig = field(default_factory=ChatConfig)
     vlm: VLMJudgeConfig = field(default_factory=VLMJudgeConfig)
 
     def validate(self) -> None:
-        if self.workers < 0:
-            raise ConfigError(f"judge.workers must be >= 0, got {self.workers}")
         if self.kind == "vlm" and not self.chat.model:
             raise ConfigError("judge.chat.model must name the model when judge.kind is vlm")
 
     @property
     def n_workers(self) -> int:
-        return self.workers or (self.chat.max_concurrency if self.kind == "vlm" else 1)
+        """Judging threads: as many as requests the endpoint takes at once."""
+        return self.chat.max_concurrency if self.kind == "vlm" else 1

@@ -20,8 +20,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from devicerl.clients.chat import ChatAuthError, ChatClient, ChatConfig, ChatError
 from devicerl.errors import DataError
 from devicerl.judges.base import Judge, Label, Verdict, observation_after, screens_until
@@ -44,16 +42,10 @@ class VLMJudgeStats:
     unknown: int = 0
 
 
-def downscale(image: np.ndarray, max_side: int) -> np.ndarray:
-    """``image`` shrunk so its longest side is at most ``max_side`` (0 keeps it)."""
-    h, w = image.shape[:2]
-    if max_side <= 0 or max(h, w) <= max_side:
-        return image
-    from PIL import Image
-
-    scale = max_side / max(h, w)
-    size = (max(1, round(w * scale)), max(1, round(h * scale)))
-    return np.asarray(Image.fromarray(image).resize(size, Image.BILINEAR), dtype=np.uint8)
+#: The most recent actions the prompt lists.
+MAX_ACTIONS = 20
+#: How screenshots are encoded in requests.
+IMAGE_FORMAT = "png"
 
 
 class VLMJudge(Judge):
@@ -69,24 +61,19 @@ class VLMJudge(Judge):
         cache: VerdictCache | None = None,
     ) -> None:
         self.config = config or VLMJudgeConfig()
-        self.config.validate()
         self.client = chat if isinstance(chat, ChatClient) else ChatClient(chat)
         self._owns_client = not isinstance(chat, ChatClient)
         if examples is None and self.config.few_shot:
             from devicerl.judges.fewshot import load_examples
 
             examples = load_examples(self.config.few_shot)
-        self.examples = [self._shrink_example(e) for e in examples or ()]
+        self.examples = list(examples or ())
         self._owns_cache = cache is None and bool(self.config.cache_path)
         if self._owns_cache:
             cache = VerdictCache(self.config.cache_path)
         self.cache = cache
         self.stats = VLMJudgeStats()
         self._lock = threading.Lock()
-
-    def _shrink_example(self, ex: Example) -> Example:
-        images = tuple(downscale(i, self.config.max_side) for i in ex.images)
-        return Example(ex.instruction, images, ex.label, ex.rationale, ex.actions)
 
     def _count(self, **kw: int) -> None:
         with self._lock:
@@ -112,20 +99,17 @@ class VLMJudge(Judge):
             return Verdict.unknown(f"no screenshot after step {index} (device not rendering?)")
         screens = [o.screenshot for o in screens_until(trajectory, index)]
         shown = [s for s in screens if s is not None][-cfg.last_k :]
-        images = [downscale(s, cfg.max_side) for s in shown]
-        steps = trajectory.steps[max(0, index + 1 - cfg.max_actions) : index + 1]
-        actions = [s.action.describe() for s in steps] if cfg.max_actions else []
-        messages = build_prompt(
-            trajectory.instruction, actions, images, self.examples, cfg.system_prompt
-        )
-        key = prompt_key(messages, **self._request(), image_format=cfg.image_format)
+        steps = trajectory.steps[max(0, index + 1 - MAX_ACTIONS) : index + 1]
+        actions = [s.action.describe() for s in steps]
+        messages = build_prompt(trajectory.instruction, actions, shown, self.examples)
+        key = prompt_key(messages, **self._request(), image_format=IMAGE_FORMAT)
         hit = self._cache_get(key)
         if hit is not None:
             self._count(cache_hits=1)
             return Verdict(hit[0], rationale=hit[1], cached=True)
         self._count(requests=1)
         try:
-            reply = self.client.complete(render(messages, cfg.image_format))
+            reply = self.client.complete(render(messages, IMAGE_FORMAT))
         except ChatAuthError:
             raise  # no verdict can come from this endpoint: stop, do not label "unknown"
         except ChatError as e:

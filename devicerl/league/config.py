@@ -28,6 +28,12 @@ from devicerl.errors import ConfigError
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 #: Hyperparameters PBT can search (`devicerl.league.hparams` maps each onto a config field).
 PBT_HPARAMS = ("actor_lr", "top_p", "epsilon")
+#: Snapshots of one policy kept (the oldest beyond go); the regression gate's margin (a task is
+#: flagged when the generalist is below the best snapshot by more).
+MAX_SNAPSHOTS, GATE_MARGIN = 3, 0.1
+#: PBT: bottom/top fraction, chance of resampling instead of perturbing, perturbation factors
+#: (Ray Tune's `PopulationBasedTraining` defaults).
+PBT_QUANTILE, PBT_RESAMPLE, PBT_PERTURBATION = 0.25, 0.25, (0.8, 1.2)
 #: A league member's name may also hold '@' (snapshots are ``source@iteration``).
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,95}$")
 
@@ -77,20 +83,12 @@ class SnapshotConfig:
         default=0.8, metadata={"help": "windowed success that triggers one", "min": 0, "max": 1}
     )
     window: int = field(default=100, metadata={"help": "recent episodes per policy", "min": 1})
-    max_per_policy: int = field(
-        default=3, metadata={"help": "oldest snapshots beyond this are removed", "min": 0}
-    )
-    gate_margin: float = field(
-        default=0.1,
-        metadata={"help": "regression gate: generalist below best snapshot by this", "min": 0},
-    )
 
 
 @dataclass
 class FrontierConfig:
     """Frontier task sampling: weight x(1-x) of a policy's recent success on a task, + floor."""
 
-    enabled: bool = field(default=True, metadata={"help": "off: uniform over the policy's tasks"})
     floor: float = field(
         default=0.02, metadata={"help": "weight every task keeps (solved or hopeless)", "min": 0}
     )
@@ -106,15 +104,6 @@ class PBTConfig:
     )
     population: int = field(default=4, metadata={"help": "copies", "min": 2})
     interval: int = field(default=5, metadata={"help": "iterations between exploits", "min": 1})
-    quantile: float = field(
-        default=0.25, metadata={"help": "bottom/top fraction", "gt": 0, "max": 0.5}
-    )
-    resample_probability: float = field(
-        default=0.25, metadata={"help": "resample instead of perturb", "min": 0, "max": 1}
-    )
-    perturbation: tuple[float, float] = field(
-        default=(0.8, 1.2), metadata={"help": "factors a perturbed value is multiplied by"}
-    )
     hyperparams: dict[str, tuple[float, float]] = field(
         default_factory=lambda: {
             "actor_lr": (1e-5, 1e-3),
@@ -123,11 +112,8 @@ class PBTConfig:
         },
         metadata={"help": "searched hyperparameter -> (low, high) resample range"},
     )
-    seed: int = field(default=0, metadata={"help": "seed of the search", "min": 0})
 
     def validate(self) -> None:
-        if min(self.perturbation) <= 0:
-            raise ConfigError(f"league.pbt.perturbation: {self.perturbation} must be > 0")
         for name, (low, high) in self.hyperparams.items():
             if name not in PBT_HPARAMS:
                 known = ", ".join(sorted(PBT_HPARAMS))
@@ -145,7 +131,10 @@ class LeagueConfig:
         metadata={"help": "task glob -> policy rules (empty: each trainable policy's tasks)"},
     )
     snapshot: SnapshotConfig = field(default_factory=SnapshotConfig)
-    frontier: FrontierConfig = field(default_factory=FrontierConfig)
+    frontier: FrontierConfig | None = field(
+        default_factory=FrontierConfig,
+        metadata={"help": "frontier task sampling (null: uniform over each policy's tasks)"},
+    )
     pbt: PBTConfig = field(default_factory=PBTConfig)
     generalist: str = field(
         default="", metadata={"help": "the policy the regression gate watches (empty: none)"}

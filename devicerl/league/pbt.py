@@ -20,7 +20,7 @@ import random
 from typing import Any
 
 from devicerl.errors import ConfigError
-from devicerl.league.config import PBTConfig
+from devicerl.league.config import PBT_PERTURBATION, PBT_QUANTILE, PBT_RESAMPLE, PBTConfig
 from devicerl.league.hparams import apply_to_policy, get_hparams, set_hparams
 from devicerl.league.state import League
 
@@ -38,12 +38,12 @@ def quantiles(ranked: list[str], quantile: float) -> tuple[list[str], list[str]]
 class PBT:
     """Drives one policy's population inside a `League`."""
 
-    def __init__(self, league: League, config: PBTConfig) -> None:
+    def __init__(self, league: League, config: PBTConfig, seed: int = 0) -> None:
         if config.policy not in league:
             raise ConfigError(f"league.pbt.policy: unknown policy {config.policy!r}")
         self.league = league
         self.config = config
-        self.rng = random.Random(config.seed)
+        self.rng = random.Random(seed)
         self.members: list[str] = []
 
     @property
@@ -79,10 +79,10 @@ class PBT:
         """Resample (probability ``resample_probability``) or perturb each hyperparameter."""
         out = {}
         for name, value in values.items():
-            if self.rng.random() < self.config.resample_probability:
+            if self.rng.random() < PBT_RESAMPLE:
                 out[name] = self._resample(name)
             else:
-                out[name] = value * self.rng.choice(list(self.config.perturbation))
+                out[name] = value * self.rng.choice(list(PBT_PERTURBATION))
         return out
 
     def scores(self) -> dict[str, float]:
@@ -116,7 +116,7 @@ class PBT:
             return []
         scores = scores if scores is not None else self.scores()
         ranked = sorted(self.members, key=lambda m: (scores[m], m))
-        bottom, top = quantiles(ranked, self.config.quantile)
+        bottom, top = quantiles(ranked, PBT_QUANTILE)
         return [self.exploit(m, self.rng.choice(top)) for m in bottom]
 
     def to_json(self) -> dict[str, Any]:

@@ -17,7 +17,10 @@ from typing import Any
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.errors import ConfigError
 from devicerl.league.config import (
+    GATE_MARGIN,
+    MAX_SNAPSHOTS,
     MEMBER_NAME,
+    FrontierConfig,
     LeagueConfig,
     MappingRule,
     PolicySpec,
@@ -104,7 +107,8 @@ class League:
         self.config = config or LeagueConfig()
         snap: SnapshotConfig = self.config.snapshot
         self.members: dict[str, Member] = {}
-        self.success = SuccessTable(self.config.frontier.window, snap.window)
+        frontier = self.config.frontier or FrontierConfig()
+        self.success = SuccessTable(frontier.window, snap.window)
         self.mapping = PolicyMapping(self.config.mapping, seed)
         self.iteration = 0
         self.counters: dict[str, int] = {"snapshots": 0, "added": 0, "removed": 0}
@@ -221,7 +225,7 @@ class League:
              "snapshot": snap_name, "success": rate, "episodes": n}
         )  # fmt: skip
         old = self.snapshots_of(name)
-        while len(old) > self.config.snapshot.max_per_policy:
+        while len(old) > MAX_SNAPSHOTS:
             self.remove(old.pop(0))
         return member
 
@@ -235,8 +239,7 @@ class League:
             fresh = self.since_snapshot.get(name, 0) >= cfg.window
             if rate is not None and n >= cfg.window and fresh and rate >= cfg.threshold:
                 self.since_snapshot[name] = 0
-                if cfg.max_per_policy > 0:
-                    made.append(self.snapshot(name).name)
+                made.append(self.snapshot(name).name)
         return made
 
     def end_iteration(self) -> list[str]:
@@ -251,7 +254,7 @@ class League:
         """Tasks where ``generalist`` is below the best snapshot (of any policy) by more than
         ``margin``: ``{task, generalist, snapshot, snapshot_success, gap}``, worst first."""
         generalist = generalist or self.config.generalist
-        margin = self.config.snapshot.gate_margin if margin is None else margin
+        margin = GATE_MARGIN if margin is None else margin
         if generalist not in self.members:
             raise ConfigError(f"league.generalist: unknown policy {generalist!r}")
         snaps = [n for n, m in self.members.items() if m.snapshot]

@@ -123,7 +123,7 @@ class LeagueRun(TrainerObserver):
         self.cfg = cfg
         self.lock = threading.RLock()  # the collector thread reads the league under it
         self.league = League.build(cfg.policies, cfg.league, seed=cfg.seed)
-        self.pbt = PBT(self.league, cfg.league.pbt) if cfg.league.pbt.policy else None
+        self.pbt = PBT(self.league, cfg.league.pbt, cfg.seed) if cfg.league.pbt.policy else None
         if self.pbt is not None:
             self.pbt.populate()
         self.trainer = trainer
@@ -135,7 +135,7 @@ class LeagueRun(TrainerObserver):
 
     def _set_planning(self) -> None:
         t, cfg = self.trainer, self.cfg
-        if cfg.league.frontier.enabled:
+        if cfg.league.frontier is not None:
             seed = cfg.seed * 1_000_003 + t.iteration
             t.assignment = FrontierAssignment(
                 self.league, self.lock, resolve(cfg.tasks.train), seed

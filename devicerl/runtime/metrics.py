@@ -21,7 +21,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from devicerl.errors import ConfigError, DataError
 
@@ -65,12 +65,10 @@ class LoggingConfig:
 
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events to tb/"})
     wandb: bool = field(default=False, metadata={"help": "also log to Weights & Biases"})
-    wandb_project: str = field(default="devicerl", metadata={"help": "W&B project"})
-    wandb_entity: str | None = field(default=None, metadata={"help": "W&B entity (team)"})
-    wandb_mode: Literal["online", "offline"] = field(
-        default="online", metadata={"help": "W&B mode; offline writes locally, syncs later"}
+    wandb_project: str = field(
+        default="devicerl",
+        metadata={"help": "W&B project (entity, mode: W&B's own WANDB_ENTITY, WANDB_MODE)"},
     )
-    run_name: str | None = field(default=None, metadata={"help": "run name (default: folder)"})
 
 
 def _scalar(name: str, value: Any) -> float:
@@ -116,10 +114,8 @@ class MetricsLogger:
         c = self.config
         return wandb.init(
             project=c.wandb_project,
-            entity=c.wandb_entity,
-            name=c.run_name or self.run_dir.name,
+            name=self.run_dir.name,
             dir=str(self.run_dir),
-            mode=c.wandb_mode,
             config=redact(run_config) if run_config is not None else None,
         )
 

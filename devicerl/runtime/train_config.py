@@ -151,12 +151,6 @@ class LearnerConfig:
             "min": 0,
         },
     )
-    backend: Literal["auto", "gloo", "nccl"] = field(
-        default="auto",
-        metadata={
-            "help": "torch.distributed backend: auto (nccl on GPUs, else gloo), gloo or nccl"
-        },
-    )
 
 
 @dataclass

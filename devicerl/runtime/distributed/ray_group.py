@@ -54,7 +54,7 @@ class LearnerWorker:
         gpu = lc.gpus_per_worker > 0 and torch.cuda.is_available()
         device = torch.device("cuda", 0) if gpu else torch.device("cpu")  # Ray's GPU for us
         info = init_group(
-            self.rank, self.world_size, address, port, lc.backend, device, SETUP_TIMEOUT_S
+            self.rank, self.world_size, address, port, "auto", device, SETUP_TIMEOUT_S
         )
         self.replica = LearnerReplica(self.cfg, DataParallelSync(), device)
         return info.backend
