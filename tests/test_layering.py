@@ -28,6 +28,7 @@ RUNTIME_ORDER = (
     "episode_counts",
     "exploration",
     "planning",
+    "groups",
     "rollout",
     "collector",
     "evaluate",

@@ -187,3 +187,51 @@ class FilteredBCConfig:
         _check_steps("filtered_bc.selection", steps, FILTERED_BC_STEPS)
         if "top_p_by_return" not in steps:
             raise ConfigError("filtered_bc.selection: top_p_by_return is what Filtered BC is")
+
+
+@dataclass
+class GRPOConfig:
+    """The group-relative learners (GRPO, and GiGPO with `GiGPOConfig`): groups of episodes of
+    one task instance, each episode's return against its group's, a clipped surrogate
+    (defaults as DeepSeekMath's GRPO: clip 0.2, std-normalised advantages, and verl-agent's
+    group size 8)."""
+
+    group_size: int = field(
+        default=8, metadata={"help": "episodes of one task instance per group", "min": 2}
+    )
+    clip: float = field(
+        default=0.2, metadata={"help": "PPO clip range of the importance ratio", "gt": 0, "lt": 1}
+    )
+    normalise: bool = field(
+        default=True,
+        metadata={"help": "divide advantages by the group's std (false: Dr. GRPO, mean only)"},
+    )
+    kl_coef: float | None = field(
+        default=None,
+        metadata={"help": "weight of a KL penalty to the start policy (null: none)", "gt": 0},
+    )
+    max_staleness: int | None = field(
+        default=4,
+        metadata={
+            "help": "groups acted this many policy versions before the learner's or earlier "
+            "are left out (null: no bound)",
+            "min": 1,
+        },
+    )
+
+
+@dataclass
+class GiGPOConfig:
+    """GiGPO's step-level groups (arXiv 2505.10978: omega 1, gamma 0.95)."""
+
+    step_weight: float = field(
+        default=1.0, metadata={"help": "omega: weight of the step-level advantage", "min": 0}
+    )
+    gamma: float = field(
+        default=0.95,
+        metadata={
+            "help": "discount of the step returns compared in a step group",
+            "min": 0,
+            "max": 1,
+        },
+    )

@@ -10,7 +10,9 @@ are two lists of these steps (`devicerl.algos.filtered_bc`, `devicerl.algos.digi
 - `Rehearsal` (an addition): per task, some successes join the chosen ones;
 - `EveryStep`: every step of the chosen trajectories;
 - `StepFilter` (DigiRL, eq. 4.5): the steps whose A_step exceeds 1/H;
-- `SkipNoops` (an addition): less the steps that left the screen as it was.
+- `SkipNoops` (an addition): less the steps that left the screen as it was;
+- `CompleteGroups`, `EpisodeAdvantages`, `StepAdvantages`, `NonZeroAdvantage`: the
+  group-relative learners' (`devicerl.algos.grpo`).
 
 A step reads critics only through the `Values` it is given, so the selection itself holds no
 network and no optimizer.
@@ -18,12 +20,14 @@ network and no optimizer.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 
 from devicerl.algos.config import RehearsalConfig
@@ -35,7 +39,12 @@ from devicerl.algos.formulas import (
     step_advantages,
     top_p_mask,
 )
-from devicerl.records import Trajectory
+from devicerl.algos.group_formulas import (
+    discounted_returns,
+    group_advantages,
+    step_group_advantages,
+)
+from devicerl.records import Observation, Trajectory
 
 
 @dataclass
@@ -51,10 +60,12 @@ class Sample:
 @dataclass
 class Chosen:
     """A trajectory a selection step chose; ``whole``: every step is imitated, past any step
-    filter."""
+    filter; ``advantage``: what every one of its steps starts with (a group-relative learner's
+    episode advantage; 1 for the regression learners)."""
 
     trajectory: Trajectory
     whole: bool = False
+    advantage: float = 1.0
 
 
 class Values(Protocol):
@@ -79,6 +90,8 @@ class Selection:
     stats: dict[str, float] = field(default_factory=dict)
     #: A_instr of each trajectory of ``data``, once a step computed it
     instr_advantages: torch.Tensor | None = None
+    #: the whole groups a group-relative learner chose (episodes of one group each)
+    groups: list[list[Trajectory]] = field(default_factory=list)
 
 
 class SelectionStep(Protocol):
@@ -170,7 +183,9 @@ class EveryStep:
 
     def __call__(self, sel: Selection) -> Selection:
         sel.samples = [
-            Sample(c.trajectory, i) for c in sel.chosen for i in range(c.trajectory.length)
+            Sample(c.trajectory, i, c.advantage)
+            for c in sel.chosen
+            for i in range(c.trajectory.length)
         ]
         return sel
 
@@ -218,6 +233,133 @@ class SkipNoops:
         kept = [s for s in sel.samples if not s.trajectory.is_noop(s.index)]
         sel.stats["train/actor_noops_skipped"] = float(len(sel.samples) - len(kept))
         sel.samples = kept
+        return sel
+
+
+def group_of(t: Trajectory) -> str | None:
+    """The id of the group an episode was planned in (None: not in one)."""
+    return t.plan.group if t.plan is not None else None
+
+
+@dataclass
+class CompleteGroups:
+    """The trajectories of the groups that are whole (``group_size`` labelled episodes, the
+    newest ones when the replay holds more) and fresh: a group whose oldest step was acted
+    ``max_staleness`` or more versions before ``version()`` is left out. Counted: groups used,
+    incomplete and stale; the mean staleness of the groups used."""
+
+    group_size: int
+    max_staleness: int | None
+    version: Callable[[], int]
+
+    def __call__(self, sel: Selection) -> Selection:
+        groups: dict[str, list[Trajectory]] = {}
+        for t in sel.data:
+            g = group_of(t)
+            if g is not None:
+                groups.setdefault(g, []).append(t)
+        now, used, stale, incomplete, lags = self.version(), [], 0, 0, []
+        for members in groups.values():
+            if len(members) < self.group_size:
+                incomplete += 1
+                continue
+            members = members[-self.group_size :]
+            lag = now - min(t.policy_version for t in members)
+            if self.max_staleness is not None and lag >= self.max_staleness:
+                stale += 1
+                continue
+            used.append(members)
+            lags.append(lag)
+        sel.groups = used
+        sel.chosen = [Chosen(t) for members in used for t in members]
+        sel.stats.update(
+            {
+                "train/groups": float(len(used)),
+                "train/groups_incomplete": float(incomplete),
+                "train/groups_stale": float(stale),
+                "train/staleness_mean": sum(lags) / len(lags) if lags else math.nan,
+            }
+        )
+        return sel
+
+
+@dataclass
+class EpisodeAdvantages:
+    """GRPO's episode advantage: each chosen episode's return against its group's
+    (`devicerl.algos.group_formulas.group_advantages`). Counted: the groups whose returns are
+    all equal (their advantages are all 0: nothing to learn from them)."""
+
+    normalise: bool
+
+    def __call__(self, sel: Selection) -> Selection:
+        advantage: dict[int, float] = {}
+        uniform = 0
+        for members in sel.groups:
+            returns = torch.tensor([t.total_reward for t in members], dtype=torch.float32)
+            uniform += int(bool((returns == returns[0]).all()))
+            for t, a in zip(members, group_advantages(returns, self.normalise).tolist()):
+                advantage[id(t)] = a
+        sel.chosen = [
+            Chosen(c.trajectory, c.whole, advantage[id(c.trajectory)]) for c in sel.chosen
+        ]
+        sel.stats["train/groups_uniform"] = float(uniform)
+        return sel
+
+
+def anchor_key(obs: Observation) -> tuple[Any, ...]:
+    """An exact key of the screen state an agent reads: instruction, elements and pixels."""
+    elements = tuple(
+        (e.id, e.role, e.text, e.value, tuple(e.bbox), e.clickable, e.focused, e.editable)
+        for e in obs.elements
+    )
+    pixels = None
+    if obs.screenshot is not None:
+        pixels = hashlib.sha1(np.ascontiguousarray(obs.screenshot).data).hexdigest()
+    return (obs.instruction, elements, pixels)
+
+
+@dataclass
+class StepAdvantages:
+    """GiGPO's step-level advantage, added to each sample's episode advantage: the steps of a
+    group whose observations are identical (`anchor_key`) form a step group, and each step's
+    discounted return is compared within it, weighted by ``step_weight``
+    (`devicerl.algos.group_formulas.step_group_advantages`). Counted: the share of steps in a
+    step group of two or more."""
+
+    step_weight: float
+    gamma: float
+    normalise: bool
+
+    def __call__(self, sel: Selection) -> Selection:
+        bonus: dict[tuple[int, int], float] = {}
+        shared = total = 0
+        for members in sel.groups:
+            keys = [[anchor_key(s.observation) for s in t.steps] for t in members]
+            returns = [
+                discounted_returns(torch.tensor([s.reward for s in t.steps]), self.gamma)
+                for t in members
+            ]
+            counts: dict[Any, int] = {}
+            for episode in keys:
+                for k in episode:
+                    counts[k] = counts.get(k, 0) + 1
+            step_adv = step_group_advantages(keys, returns, self.normalise)
+            for t, episode, adv in zip(members, keys, step_adv):
+                total += len(episode)
+                shared += sum(counts[k] > 1 for k in episode)
+                for i, a in enumerate(adv.tolist()):
+                    bonus[(id(t), i)] = a
+        for s in sel.samples:
+            s.advantage += self.step_weight * bonus.get((id(s.trajectory), s.index), 0.0)
+        sel.stats["train/step_groups_frac"] = shared / total if total else math.nan
+        return sel
+
+
+class NonZeroAdvantage:
+    """Less the samples whose advantage is 0 (they move no parameter)."""
+
+    def __call__(self, sel: Selection) -> Selection:
+        sel.samples = [s for s in sel.samples if s.advantage != 0.0]
         return sel
 
 

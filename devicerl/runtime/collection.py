@@ -57,6 +57,7 @@ class CollectorThread:
         *,
         judge: Any = None,
         on_episode: Callable[[Trajectory], None] | None = None,
+        on_incomplete: Callable[[Trajectory], None] | None = None,
         overlap: bool = True,
         batch: int = 16,
         paused: Callable[[], bool] | None = None,
@@ -68,6 +69,7 @@ class CollectorThread:
         self.put = put
         self.judge = judge
         self.on_episode = on_episode
+        self.on_incomplete = on_incomplete
         self.overlap = overlap
         self.batch = batch
         self.paused = paused
@@ -91,7 +93,11 @@ class CollectorThread:
             with self.make_pool() as pool:
                 self.pool = pool
                 self.collector = Collector(
-                    pool, self.copies, judge=self.judge, on_episode=self.on_episode
+                    pool,
+                    self.copies,
+                    judge=self.judge,
+                    on_episode=self.on_episode,
+                    on_incomplete=self.on_incomplete,
                 )
                 seen = self.copies.version
                 episodes = self.collector.collect(None, stop=self.stop_event)
@@ -134,6 +140,7 @@ class BackgroundCollector:
         *,
         judge: Any = None,
         on_episode: Callable[[Trajectory], None] | None = None,
+        on_incomplete: Callable[[Trajectory], None] | None = None,
         max_ahead: int = 32,
         overlap: bool = True,
         batch: int = 16,
@@ -146,6 +153,7 @@ class BackgroundCollector:
             self._put,
             judge=judge,
             on_episode=on_episode,
+            on_incomplete=on_incomplete,
             overlap=overlap,
             batch=batch,
         )

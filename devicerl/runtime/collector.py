@@ -130,9 +130,11 @@ class Collector:
         poll_s: float = 0.5,
         judge: JudgeRunner | None = None,
         on_episode: Callable[[Trajectory], None] | None = None,
+        on_incomplete: Callable[[Trajectory], None] | None = None,
     ) -> None:
         """``on_episode``: called with every complete, labelled episode as it is handed out
-        (the planner's exploration schedule counts it)."""
+        (the planner's exploration schedule counts it); ``on_incomplete`` with every other one
+        (truncated or unlabelled: the planner re-runs a group member)."""
         self.pool = pool
         self.source: PolicySource = (
             policy if callable(getattr(policy, "current", None)) else FixedPolicy(policy)  # type: ignore[arg-type]
@@ -141,6 +143,7 @@ class Collector:
         self.poll_s = poll_s
         self.judge = judge
         self.on_episode = on_episode
+        self.on_incomplete = on_incomplete
         self.stats = CollectorStats()
         self.slots: dict[int, DeviceSlot] = {}
         self._ready: dict[int, None] = {}  # devices waiting for an action, in the order they came
@@ -244,8 +247,9 @@ class Collector:
         """Count a finished trajectory where it leaves the collector (judged, if judging); True
         when it is a complete, labelled episode."""
         complete = self.stats.add(traj)
-        if complete and self.on_episode is not None:
-            self.on_episode(traj)
+        hook = self.on_episode if complete else self.on_incomplete
+        if hook is not None:
+            hook(traj)
         return complete
 
     def summary(self) -> dict[str, Any]:

@@ -22,6 +22,14 @@ def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:
         from devicerl.algos.digirl import DigiRL
 
         return DigiRL(actor, cfg.digirl, cfg.actor, cfg.critic, seed=cfg.seed)
+    if cfg.algo == "grpo":
+        from devicerl.algos.grpo import GRPO
+
+        return GRPO(actor, cfg.grpo, cfg.actor, seed=cfg.seed)
+    if cfg.algo == "gigpo":
+        from devicerl.algos.gigpo import GiGPO
+
+        return GiGPO(actor, cfg.grpo, cfg.gigpo, cfg.actor, seed=cfg.seed)
     from devicerl.algos.filtered_bc import FilteredBC
 
     return FilteredBC(actor, cfg.filtered_bc, cfg.actor, seed=cfg.seed)

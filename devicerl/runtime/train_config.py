@@ -10,7 +10,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from devicerl.agents.factory import AgentSpec
-from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig, FilteredBCConfig
+from devicerl.algos.config import (
+    ActorConfig,
+    CriticConfig,
+    DigiRLConfig,
+    FilteredBCConfig,
+    GiGPOConfig,
+    GRPOConfig,
+)
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
@@ -219,7 +226,7 @@ class TrainConfig:
     mode: Literal["online", "offline", "off2on", "eval"] = field(
         default="online", metadata={"help": "offline, online, off-to-online, or evaluate only"}
     )
-    algo: Literal["digirl", "filtered_bc", "none"] = field(
+    algo: Literal["digirl", "filtered_bc", "grpo", "gigpo", "none"] = field(
         default="digirl", metadata={"help": "learning algorithm (none: collect only)"}
     )
     seed: int = field(default=0, metadata={"help": "global seed", "min": 0})
@@ -231,6 +238,8 @@ class TrainConfig:
     critic: CriticConfig = field(default_factory=CriticConfig)
     digirl: DigiRLConfig = field(default_factory=DigiRLConfig)
     filtered_bc: FilteredBCConfig = field(default_factory=FilteredBCConfig)
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
@@ -311,6 +320,11 @@ class TrainConfig:
             raise ConfigError(
                 "policies: a league's learners use league.learner_shards, not learner.num_workers"
             )
+
+    @property
+    def group_size(self) -> int | None:
+        """Episodes per task-instance group (the group-relative learners), else None."""
+        return self.grpo.group_size if self.algo in ("grpo", "gigpo") else None
 
     @property
     def eval_tasks(self) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import uuid
 from collections import deque
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,6 +48,7 @@ from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.groups import GroupBuffer
 from devicerl.runtime.learner_setup import seed_everything
 from devicerl.runtime.observers import TrainerObserver
 from devicerl.runtime.planning import EpisodePlanner, PolicyAssignment
@@ -136,6 +138,7 @@ class Trainer:
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
         self.source: CollectionSource | None = None
+        self.groups = GroupBuffer() if cfg.group_size is not None else None
         if resume:
             self._restore()
 
@@ -163,7 +166,11 @@ class Trainer:
 
     def planner(self) -> EpisodePlanner:
         return EpisodePlanner(
-            self.train_sampler(), assignment=self.assignment, exploration=self.exploration
+            self.train_sampler(),
+            assignment=self.assignment,
+            exploration=self.exploration,
+            group_size=self.cfg.group_size,
+            name=f"{uuid.uuid4().hex[:8]}.",  # group ids never repeat across starts
         )
 
     def _judge_runner(self) -> Any:
@@ -310,6 +317,7 @@ class Trainer:
             ActingCopies(roster, self.state.version),
             judge=self._judge_runner(),
             on_episode=planner.record,
+            on_incomplete=planner.retry,
             max_ahead=2 * k,
             overlap=cfg.overlap,
             batch=k,
@@ -334,8 +342,7 @@ class Trainer:
             if traj is None:
                 continue
             before = (s.env_steps, s.episodes, s.successes)
-            if self._ingest(traj):
-                fresh.append(traj)
+            fresh.extend(self._ingest(traj))
             steps = s.env_steps - before[0]
             bar.update(
                 steps,
@@ -353,6 +360,10 @@ class Trainer:
             return  # stopped while collecting: what arrived is stored and in the replay
         t1 = time.perf_counter()
         metrics: dict[str, Any] = self.population.update()
+        if self.groups is not None:
+            self.groups.expire(s.iteration)
+            metrics["rollout/groups_waiting"] = self.groups.waiting
+            metrics["rollout/groups_dropped"] = self.groups.dropped
         learn_s = time.perf_counter() - t1
         s.version += 1
         s.iteration += 1
@@ -364,14 +375,14 @@ class Trainer:
         if s.iteration % cfg.checkpoint_every == 0:
             self.checkpoint()
 
-    def _ingest(self, t: Trajectory, train: bool = True) -> bool:
-        """Count, store and route one trajectory; True when it is a fresh labelled episode
-        that joined training."""
+    def _ingest(self, t: Trajectory, train: bool = True) -> list[Trajectory]:
+        """Count, store and route one trajectory; returns the fresh labelled episodes that
+        joined training now (``t``, or with groups its whole group once it is whole)."""
         s = self.state
         s.env_steps += t.length
         self.writer.append(t)
         if not s.add(t):
-            return False
+            return []
         self.recent.append(int(t.success))
         policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
         if policy in self.population:
@@ -379,11 +390,15 @@ class Trainer:
         for observer in self.observers:
             observer.on_episode(self, t)
         if not train:
-            return False
-        _, stale = self.population.route(t)
-        if stale:
-            s.dropped_stale += 1
-        return not stale
+            return []
+        released = self.groups.add(t, s.iteration) if self.groups is not None else [t]
+        joined = []
+        for member in released:
+            _, stale = self.population.route(member)
+            s.dropped_stale += stale
+            if not stale:
+                joined.append(member)
+        return joined
 
     @property
     def recent_success(self) -> float:

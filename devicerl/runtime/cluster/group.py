@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -158,7 +159,10 @@ class RolloutGroup:
             resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
         )
         planner = EpisodePlanner(
-            sampler, exploration=ExplorationSchedule.from_config(cfg.exploration)
+            sampler,
+            exploration=ExplorationSchedule.from_config(cfg.exploration),
+            group_size=cfg.group_size,
+            name=f"{uuid.uuid4().hex[:8]}.",
         )
         self.thread = CollectorThread(
             lambda: cfg.env.make_pool(planner, seed=spec.seed()),
@@ -166,6 +170,7 @@ class RolloutGroup:
             self._ship,
             judge=self.judge,
             on_episode=planner.record,
+            on_incomplete=planner.retry,
             overlap=cfg.overlap,
             batch=-(-cfg.trajectories_per_iter // max(1, cfg.rollouts.groups)),
             paused=lambda: self._paused,
