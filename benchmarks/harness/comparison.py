@@ -37,15 +37,18 @@ from harness.report import RunResult, read_curve, read_diagnostics, write_report
 
 #: The systems of the main table: the fair random baseline (uniform over what the agent can
 #: express), the same restricted to elements flagged clickable (privileged DOM information),
-#: and the two learners.
+#: and the two learners of the DigiRL paper.
 SYSTEMS = ("random", "random_clickable", "filtered_bc", "digirl")
+#: The group-relative learners, run from DigiRL's setup file (its agent, action space,
+#: exploration and actor optimisation) with their own algorithm.
+GROUP_SYSTEMS = ("grpo", "gigpo")
 #: DigiRL with one selection step left out of its setup's list (`DigiRLConfig.selection`): what
 #: each part contributes (without both critics' steps it is Filtered BC, a system of its own).
 ABLATIONS = {"digirl_no_step_filter": "step_filter", "digirl_no_curriculum": "curriculum"}
 #: The agent the learners start from, evaluated untrained: a fresh small agent, or with
 #: ``agent.path`` a pre-trained one (docs/pretraining.md), so the table shows what RL added.
 START = "start"
-ALL_SYSTEMS = (*SYSTEMS, START, *ABLATIONS)
+ALL_SYSTEMS = (*SYSTEMS, *GROUP_SYSTEMS, START, *ABLATIONS)
 #: ``pretrained``: the learners start from the web-skills pre-trained agent (docs/pretraining.md)
 #: instead of from scratch, and fine-tune it as the paper fine-tunes AutoUI.
 SETUPS = ("paper", "tuned", "pretrained")
@@ -99,7 +102,7 @@ def system_overrides(system: str) -> list[str]:
         return ["mode=eval", "algo=none", "agent.kind=uniform_clickable"]
     if system == START:
         return ["mode=eval", "algo=none"]
-    if system in ("filtered_bc", "digirl"):
+    if system in ("filtered_bc", "digirl", *GROUP_SYSTEMS):
         return ["mode=online", f"algo={system}"]
     if system in ABLATIONS:  # the setup's own list less the step (`ablation_overrides`)
         return ["mode=online", "algo=digirl"]
@@ -114,7 +117,10 @@ def _relevant(cfg: TrainConfig) -> dict[str, Any]:
     """The parts of a config that matter to its run (the other algorithm's options and the
     plumbing dropped)."""
     data = asdict(cfg)
-    for key in (*PLUMBING, *(a for a in ("digirl", "filtered_bc") if a != cfg.algo)):
+    others = {"digirl", "filtered_bc", "grpo", "gigpo"} - {cfg.algo}
+    if cfg.algo == "gigpo":  # GiGPO uses GRPO's options too
+        others.discard("grpo")
+    for key in (*PLUMBING, *sorted(others), *(("critic",) if cfg.algo != "digirl" else ())):
         data.pop(key)
     return data
 

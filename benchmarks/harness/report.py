@@ -231,11 +231,11 @@ def result_line(
     label: str = "RESULT",
     tags: str = "",
 ) -> str:
-    """``RESULT digirl=X filteredbc=X random=X env_steps=N <tags>`` (greedy; `key=
+    """``RESULT [grpo=X gigpo=X] digirl=X filteredbc=X random=X env_steps=N <tags>`` (greedy; `key=
     "mean_sampled"` for the sampled evaluation)."""
     parts = [
         f"{name.replace('_', '')}={summary[name][key]:.3f}"
-        for name in ("digirl", "filtered_bc", "random", "start")
+        for name in ("grpo", "gigpo", "digirl", "filtered_bc", "random", "start")
         if name in summary
     ]
     return f"{label} {' '.join(parts)} env_steps={budget}{' ' + tags if tags else ''}"
