@@ -56,39 +56,8 @@ from typing import Any
 from harness.comparison import run_arguments
 
 from devicerl.errors import ConfigError
+from devicerl.tasks.miniwob_table3 import PACKAGE_NAMES, TABLE3_TASKS
 
-#: Synapse (arXiv 2306.07863), App. A, Table 3: the 104 MiniWoB++ tasks, in its order.
-TABLE3_TASKS: tuple[str, ...] = (
-    "bisect-angle", "book-flight", "chase-circle", "choose-date", "choose-date-easy",
-    "choose-date-medium", "choose-list", "circle-center", "click-button",
-    "click-button-sequence", "click-checkboxes", "click-checkboxes-large",
-    "click-checkboxes-soft", "click-checkboxes-transfer", "click-collapsible",
-    "click-collapsible-2", "click-color", "click-dialog", "click-dialog-2", "click-link",
-    "click-menu", "click-menu-2", "click-option", "click-pie", "click-scroll-list",
-    "click-shades", "click-shape", "click-tab", "click-tab-2", "click-tab-2-easy",
-    "click-tab-2-hard", "click-tab-2-medium", "click-test", "click-test-2",
-    "click-test-transfer", "click-widget", "copy-paste", "copy-paste-2", "count-shape",
-    "count-sides", "drag-box", "drag-cube", "drag-item", "drag-items", "drag-items-grid",
-    "drag-shapes", "drag-sort-numbers", "email-inbox", "email-inbox-delete",
-    "email-inbox-forward", "email-inbox-forward-nl", "email-inbox-forward-nl-turk",
-    "email-inbox-important", "email-inbox-nl-turk", "email-inbox-noscroll",
-    "email-inbox-reply", "email-inbox-star-reply", "enter-date", "enter-password",
-    "enter-text", "enter-text-2", "enter-text-dynamic", "enter-time", "find-midpoint",
-    "find-word", "focus-text", "focus-text-2", "grid-coordinate", "guess-number",
-    "highlight-text", "highlight-text-2", "identify-shape", "login-user", "login-user-popup",
-    "moving-items", "multi-layouts", "multi-orderings", "navigate-tree", "number-checkboxes",
-    "read-table", "read-table-2", "resize-textarea", "right-angle", "scroll-text",
-    "scroll-text-2", "search-engine", "simon-says", "simple-algebra", "simple-arithmetic",
-    "social-media", "social-media-all", "social-media-some", "terminal", "text-editor",
-    "text-transform", "tic-tac-toe", "unicode-test", "use-autocomplete", "use-colorwheel",
-    "use-colorwheel-2", "use-slider", "use-slider-2", "use-spinner", "visual-addition",
-)  # fmt: skip
-
-#: Table 3 names that our ``miniwob`` package spells differently. The original MiniWoB's
-#: ``drag-item`` ("drag an item in a specified direction"; OpenAI Universe's
-#: ``wob.mini.DragItem-v0``) ships in MiniWoB++ as ``drag-circle``, which the MiniWoB++ task
-#: list files under the original tasks with that description.
-PACKAGE_NAMES: dict[str, str] = {"drag-item": "drag-circle"}
 #: The development tasks (setups, options and the web-skills pages were developed on them).
 DEV16 = "miniwob-dev16"
 

@@ -8,6 +8,7 @@ and registers the devices named after suites (``make("miniwob/click-test")``,
 from devicerl.envs.base import set_task_resolver
 from devicerl.envs.registry import register as register_device
 from devicerl.tasks.base import SEED_RANGES, Task, TaskInstance, TaskSampler
+from devicerl.tasks.miniwob_table3 import TABLE3_TASKS, TRAIN, UNSEEN_TASKS, package_name
 from devicerl.tasks.registry import (
     get,
     register_split,
@@ -58,6 +59,12 @@ register_split(
         "miniwob/multi-orderings",
     ],
 )
+
+#: Synapse's Table 3 (104 tasks), and its split into tasks to train on and tasks never trained on
+#: (nor used in any decision): `devicerl.tasks.miniwob_table3`.
+register_split("miniwob-table3", [package_name(t) for t in TABLE3_TASKS])
+register_split("miniwob-train", [package_name(t) for t in TRAIN])
+register_split("miniwob-unseen", [package_name(t) for t in UNSEEN_TASKS])
 
 __all__ = [
     "SEED_RANGES",
