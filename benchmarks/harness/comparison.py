@@ -21,7 +21,9 @@ import argparse
 import hashlib
 import json
 import math
+import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, replace
@@ -34,6 +36,7 @@ from devicerl.runtime.provenance import code_identity, provenance
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from harness.report import RunResult, read_curve, read_diagnostics, write_report
+from harness.sealed import record_test_evaluation, test_evaluations
 
 #: The systems of the main table: the fair random baseline (uniform over what the agent can
 #: express), the same restricted to elements flagged clickable (privileged DOM information),
@@ -247,6 +250,7 @@ def _train_and_eval(
 
     if reuse and (done := _finished(folder, cfg, system, allow)) is not None:
         print(f"== {system} seed {seed}: reusing the finished run in {folder}")
+        done.reused = True
         return done
     run_dir = RunDir(folder)
     if resume and reuse and _continuable(folder, cfg, allow):
@@ -487,6 +491,16 @@ def compare(
                 flush=True,
             )
             results.append(r)
+    test_evals = None
+    if split == "test":  # the sealed test: count each fresh evaluation of test instances
+        name = suite or "custom"
+        fresh = any(not r.reused for r in results)
+        command = "python " + shlex.join(sys.argv)
+        test_evals = (
+            record_test_evaluation(name, setup, command, provenance())
+            if fresh
+            else test_evaluations(name, setup)
+        )
     return write_report(
         out,
         results,
@@ -499,4 +513,5 @@ def compare(
         extra=list(extra),
         provenance=provenance(),
         allow_commit_change=allow_commit_change,
+        test_evals=test_evals,
     )

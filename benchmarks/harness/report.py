@@ -58,6 +58,8 @@ class RunResult:
     #: critics' diagnostics, mean over the last quarter of iterations (DigiRL only)
     diagnostics: dict[str, float] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: read from a finished run, not trained and evaluated now
+    reused: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -294,6 +296,8 @@ def write_report(
     """Write ``comparison.json``, ``learning.png`` and ``report.md``; return the report."""
     summary = summarise(results)
     tags = f"setup={setup} suite={suite} split={split}"
+    if meta.get("test_evals") is not None:
+        tags += f" test_evals={meta['test_evals']}"
     report = {
         "setup": setup,
         "suite": suite,
