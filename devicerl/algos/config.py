@@ -39,7 +39,10 @@ class ActorConfig:
             "min": 0,
         },
     )
-    batch_size: int = field(default=64, metadata={"help": "steps per actor minibatch", "min": 1})
+    batch_size: int = field(
+        default=64,
+        metadata={"help": "steps per actor minibatch", "min": 1, "max_key": "replay_capacity"},
+    )
     grad_accum: int = field(
         default=1, metadata={"help": "minibatches per optimizer step", "min": 1}
     )
@@ -126,7 +129,10 @@ class CriticConfig:
     so the clip only guards against spikes; the README's deviation table)."""
 
     lr: float = field(default=1e-4, metadata={"help": "critic learning rate (AdamW)", "gt": 0})
-    batch_size: int = field(default=64, metadata={"help": "samples per critic minibatch", "min": 1})
+    batch_size: int = field(
+        default=64,
+        metadata={"help": "samples per critic minibatch", "min": 1, "max_key": "replay_capacity"},
+    )
     instruction_updates: int = field(
         default=5, metadata={"help": "instruction-critic updates per iteration", "min": 0}
     )
