@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from devicerl.errors import ConfigError, DataError
+from devicerl.files import read_text
 
 logger = logging.getLogger(__name__)
 
@@ -165,11 +166,15 @@ class MetricsLogger:
         self.close()
 
 
+#: The largest ``metrics.jsonl`` read back (a long run writes a few MB).
+MAX_METRICS_BYTES = 1 << 30
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``metrics.jsonl``. A torn last line (a crash mid-write) is ignored; a bad
     line elsewhere raises `DataError` naming the file and line."""
     p = Path(path)
-    lines = p.read_text(encoding="utf-8").splitlines()
+    lines = read_text(p, MAX_METRICS_BYTES, within=p.parent, what="metrics file").splitlines()
     out = []
     for i, line in enumerate(lines):
         if not line.strip():

@@ -207,7 +207,8 @@ class RunDir:
     def read_metrics(self) -> list[dict[str, Any]]:
         from devicerl.runtime.metrics import read_metrics
 
-        return read_metrics(self.metrics_path) if self.metrics_path.exists() else []
+        path = self.metrics_path
+        return read_metrics(path) if path.exists() or path.is_symlink() else []
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint_manager(self, keep: int = 3) -> CheckpointManager:
