@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from devicerl.files import write_json, write_text
+
 if TYPE_CHECKING:
     from devicerl.runtime.comparison import RunResult
 
@@ -281,7 +283,7 @@ def write_report(
         "result": result_line(summary, budget, tags=tags),
         "result_sampled": result_line(summary, budget, "mean_sampled", "sampled:", tags),
     }
-    (out / "comparison.json").write_text(json.dumps(report, indent=1, default=str))
+    write_json(out / "comparison.json", report, indent=1)
     png = plot(results, out / "learning.png")
     md = [
         f"# Learning comparison: setup {setup}, suite {suite}, {split} instances "
@@ -297,5 +299,5 @@ def write_report(
     if diag := diagnostics_table(summary):
         md += ["Critic diagnostics (last quarter of iterations; whole run):", "", diag, ""]
     md += [f"![learning curves]({png.name})", "", report["result_sampled"], report["result"], ""]
-    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    write_text(out / "report.md", "\n".join(md))
     return report
