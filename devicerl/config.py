@@ -74,14 +74,14 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # an optional value: its own type's error says what is wrong
+            return _coerce(value, options[0], key)
+        for a in options:
             try:
                 return _coerce(value, a, key)
-            except ConfigError as e:
-                errors.append(str(e))
+            except ConfigError:
+                continue
         raise ConfigError(f"{key}: {_show(value)} is not a valid {_type_name(tp)}")
     if origin is typing.Literal:
         if value not in get_args(tp):

@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -145,10 +146,14 @@ def check_output(
     if not text.strip():
         raise error(f"{what}: empty path")
     if len(os.fsencode(str(p.absolute()))) > PATH_MAX:
-        raise error(f"{what} {_short(p)}: path longer than {PATH_MAX} bytes")
+        raise error(f"{what} {_short(str(p))}: path longer than {PATH_MAX} bytes")
     for part in p.parts:
-        if len(os.fsencode(part)) > NAME_MAX:
-            raise error(f"{what} {_short(p)}: a name longer than {NAME_MAX} bytes")
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise error(
+                f"{what}: the name {_short(part, 24)} ({size} bytes) is longer than the "
+                f"{NAME_MAX} a file system takes"
+            )
     if p.exists() or p.is_symlink():
         if kind == "folder" and not p.is_dir():
             raise error(f"{what} {p} exists and is not a folder")
@@ -167,11 +172,14 @@ def check_output(
             raise error(f"{what} {p}: {target} is not a folder")
     if not os.access(target, os.W_OK | os.X_OK):
         raise error(f"{what} {p}: folder {target} is not writable")
+    try:  # permissions do not tell all (root, read-only mounts, /proc): try it
+        os.rmdir(tempfile.mkdtemp(prefix=".devicerl-probe-", dir=target))
+    except OSError as e:
+        raise error(f"{what} {p}: folder {target} is not writable ({e.strerror})") from None
     return p
 
 
-def _short(p: Path, n: int = 60) -> str:
-    s = str(p)
+def _short(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 

@@ -221,9 +221,9 @@ def start_new_run(
     from devicerl.runtime.run_dir import RunDir, reserve_run_path
 
     run = RunDir(args.out) if args.out else RunDir(reserve_run_path(prefix))
-    run.made_folder = not args.out or not run.path.exists()  # what `discard_if_refused` removes
     try:
         run.check_new(args.overwrite, resumable=resumable)
+        run.made_folder = not args.out or not run.path.exists()  # for `discard_if_refused`
         built = build(run)
         start_run(run, config, overwrite=args.overwrite, resumable=resumable)
     except BaseException:

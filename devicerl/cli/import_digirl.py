@@ -105,8 +105,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-#: What an import folder holds: its store and its lock. Anything else is another command's.
-IMPORT_ENTRIES = {"trajectories", ".lock"}
+#: What an import folder holds: its store, its lock, and (made by older versions) an empty
+#: ``checkpoints/``. Anything else is another command's.
+IMPORT_ENTRIES = {"trajectories", ".lock", "checkpoints"}
 
 
 def check_import_folder(out: Path) -> None:
@@ -118,7 +119,12 @@ def check_import_folder(out: Path) -> None:
     check_output(out, what="--out", error=RunError)
     if not out.is_dir():
         return
-    foreign = sorted(e.name for e in out.iterdir() if e.name not in IMPORT_ENTRIES)
+    foreign = sorted(
+        e.name
+        for e in out.iterdir()
+        if e.name not in IMPORT_ENTRIES
+        or (e.name == "checkpoints" and (not e.is_dir() or any(e.iterdir())))
+    )
     if foreign:
         raise RunError(
             f"--out {out} holds {foreign[0]}: it is not an earlier import (imports add only "
@@ -134,7 +140,7 @@ def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any
     made = [p for p in reversed(out.parents) if not p.exists()]
     work = RunDir(out.with_name(f".{out.name}.importing-{os.getpid()}"))
     try:
-        work.create()
+        work.trajectories.mkdir(parents=True)
         stats = import_digirl(files, work.trajectories, **kwargs)
         os.rename(work.path, out)
     except BaseException:

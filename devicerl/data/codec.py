@@ -124,7 +124,15 @@ def decode_image(data: bytes) -> np.ndarray:
             return np.frombuffer(raw, dtype=np.uint8).reshape(h, w, c).copy()
         from PIL import Image
 
-        with Image.open(io.BytesIO(data)) as img:
+        if fmt == "png" and len(data) >= 24:  # the header states the size: check it first
+            _check_size(fmt, *struct.unpack(">II", data[16:24]))
+        try:
+            img = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError:
+            raise DataError(
+                f"{fmt} image claims more than the {MAX_PIXELS} pixels allowed"
+            ) from None
+        with img:
             _check_size(fmt, *img.size)
             return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
     except DataError:

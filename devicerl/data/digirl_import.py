@@ -239,7 +239,8 @@ def _kind(value: Any) -> str:
     shape = getattr(value, "shape", None)
     if shape is not None and tuple(shape) != ():
         return f"an array of shape {tuple(shape)}"
-    return f"a {type(value).__name__}"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def task_name_for(instruction: str, task_names: Mapping[str, str] | None) -> str:
