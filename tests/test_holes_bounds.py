@@ -88,7 +88,7 @@ def test_duplicate_keys_are_refused_at_every_level(tmp_path) -> None:
     (tmp_path / "c.yaml").write_text("digirl:\n  actor:\n    lr: 0.1\n    lr: 0.2\n")
     with pytest.raises(
         ConfigError, match=r"line 4, column 5: duplicate key 'lr' \(first on line 3\)"
-    ):  # noqa: E501
+    ):
         load_config(TrainConfig, tmp_path / "c.yaml")
     (tmp_path / "merge.yaml").write_text(
         "base: &b {lr: 0.1, updates: 3}\ndigirl:\n  actor:\n    <<: *b\n    lr: 0.2\n"

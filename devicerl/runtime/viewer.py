@@ -215,7 +215,28 @@ def _wire_size(obs: Observation) -> tuple[float, float]:
     return (float(right), float(bottom)) if min(right, bottom) > 0 else (90.0, 160.0)
 
 
-def _wire_element(e: UIElement, w: float, h: float) -> str:
+def _labelled(elements: list[UIElement]) -> set[int]:
+    """Indexes of the elements whose text the wireframe writes: those with text and no element
+    with text inside them (a container's text is its children's, written by them)."""
+    texts = [i for i, e in enumerate(elements) if (e.text or e.value).strip()]
+    out = set()
+    for i in texts:
+        left, top, right, bottom = elements[i].bbox
+        inner = any(
+            j != i
+            and elements[j].area < elements[i].area
+            and left <= elements[j].bbox[0]
+            and top <= elements[j].bbox[1]
+            and elements[j].bbox[2] <= right
+            and elements[j].bbox[3] <= bottom
+            for j in texts
+        )
+        if not inner:
+            out.add(i)
+    return out
+
+
+def _wire_element(e: UIElement, w: float, h: float, labelled: bool) -> str:
     left, top, right, bottom = (float(v) for v in e.bbox)
     left, top = max(0.0, left), max(0.0, top)
     right, bottom = min(w, right), min(h, bottom)
@@ -225,11 +246,12 @@ def _wire_element(e: UIElement, w: float, h: float) -> str:
     kind = "edit" if e.editable else "click" if e.clickable else "box"
     cls = f"el {kind}" + (" focus" if e.focused else "")
     role = html.escape(_short(e.role or "", 24))
-    label = " ".join((e.text or e.value or "").split())
-    label = html.escape(_short(label, WIRE_TEXT))
+    text = " ".join((e.text or e.value or "").split())
+    title = html.escape(_short(text, WIRE_TEXT))
+    label = title if labelled else ""
     rect = (
         f'<rect class="{cls}" x="{left:.1f}" y="{top:.1f}" width="{bw:.1f}" height="{bh:.1f}">'
-        f"<title>{role}: {label}</title></rect>"
+        f"<title>{role}: {title}</title></rect>"
     )
     if not label or bh < 5:
         return rect
@@ -249,9 +271,10 @@ def _wireframe(obs: Observation | None) -> tuple[str, float, float]:
     else:
         (w, h), elements = _wire_size(obs), obs.elements
     shown = sorted(elements, key=lambda e: -e.area)[:WIRE_ELEMENTS]
-    body = "".join(_wire_element(e, w, h) for e in shown)
+    labelled = _labelled(shown)
+    body = "".join(_wire_element(e, w, h, i in labelled) for i, e in enumerate(shown))
     if not body:
-        note = "no screen stored" if obs is None else "no UI elements stored"
+        note = "no screen stored" if obs is None else "no UI elements"
         body = (
             f'<text class="none" x="{w / 2:.1f}" y="{h / 2:.1f}" font-size="{max(4, w / 14):.1f}"'
             f' text-anchor="middle">{note}</text>'
