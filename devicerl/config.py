@@ -372,7 +372,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config {p} is not valid YAML: {_yaml_error(e)}") from None
+        raise ConfigError(f"config {p} is not valid YAML: {yaml_error_text(e)}") from None
     except RecursionError:
         raise ConfigError(f"config {p} is not valid YAML: nested too deeply") from None
     data = {} if data is None else data
@@ -381,7 +381,7 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def _yaml_error(e: yaml.YAMLError) -> str:
+def yaml_error_text(e: yaml.YAMLError) -> str:
     """``line 3, column 7: mapping values are not allowed here`` (1-based, as editors count)."""
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]

@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from devicerl.config import from_dict, safe_load
+import yaml
+
+from devicerl.config import from_dict, safe_load, yaml_error_text
 from devicerl.envs.browser.local_pages import PageServer
 from devicerl.envs.browser.websuite import PageSetup, WebSuite, js_literal
 from devicerl.errors import DeviceRLError, TaskError
@@ -50,7 +52,8 @@ SUFFIXES = (".yaml", ".yml", ".jsonl")
 MAX_SUITE_BYTES = 4 << 20
 DEFAULT_VIEWPORT = (320, 240)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_PLACEHOLDER = re.compile(r"\{(\w*)\}")
+#: ``{{`` and ``}}`` (literal braces) or a ``{field}`` placeholder, scanned left to right.
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{(\w*)\}")
 
 
 @dataclass
@@ -104,8 +107,10 @@ def _load(p: Path) -> list[Task]:
     else:
         try:
             data = safe_load(text)
-        except Exception as e:  # a YAML error: its first line says where
-            raise TaskError(f"not valid YAML: {' '.join(str(e).split())}") from None
+        except yaml.YAMLError as e:
+            raise TaskError(f"not valid YAML: {yaml_error_text(e)}") from None
+        except RecursionError:
+            raise TaskError("not valid YAML: nested too deeply") from None
         if not isinstance(data, dict):
             raise TaskError("must hold a mapping with a 'tasks' list")
     spec = from_dict(SuiteFile, data)
@@ -165,7 +170,7 @@ def _task(suite: str, root: Path, t: CustomTask, key: str, viewport: tuple[int, 
     for name, values in t.fields.items():
         if not re.fullmatch(r"\w+", name) or not values:
             raise TaskError(f"{key}.fields.{name}: a word naming a non-empty list of values")
-    used = set(_PLACEHOLDER.findall(t.instruction.replace("{{", "").replace("}}", "")))
+    used = {m.group(1) for m in _TEMPLATE.finditer(t.instruction) if m.group(1) is not None}
     unknown = sorted(used - set(t.fields))
     if unknown:
         raise TaskError(f"{key}.instruction: {{{unknown[0]}}} is not one of its fields")
@@ -191,15 +196,13 @@ def draw_fields(task: Task, seed: int) -> dict[str, str]:
 
 def instruction(task: Task, fields: dict[str, str]) -> str:
     """The task's template with its fields filled in (``{{``/``}}`` are literal braces)."""
-    template = task.params.get("template", "")
-    parts = re.split(r"(\{\{|\}\})", template)
-    out = []
-    for part in parts:
-        if part in ("{{", "}}"):
-            out.append(part[0])
-        else:
-            out.append(_PLACEHOLDER.sub(lambda m: fields.get(m.group(1), m.group(0)), part))
-    return "".join(out)
+
+    def fill(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)[0]
+        return fields.get(m.group(1), m.group(0))
+
+    return _TEMPLATE.sub(fill, task.params.get("template", ""))
 
 
 _RESET_JS = """(async () => {
