@@ -27,14 +27,14 @@ def test_the_example_suite_loads_with_its_tasks() -> None:
         "example/press-color",
         "example/tick-item",
         "example/type-word",
-    ]  # noqa: E501
+    ]
     assert [t.max_steps for t in tasks] == [3, 5, 5]
     press = tasks[0]
     assert press.env == "browser" and press.params["viewport"] == [160, 210]
     assert (
         Path(press.params["root"]) / press.params["page"]
         == EXAMPLE.parent / "pages" / "press-color.html"
-    )  # noqa: E501
+    )
     fields = draw_fields(press, 7)
     assert fields == draw_fields(press, 7) and fields["color"] in ("red", "green", "blue", "yellow")
     assert instruction(press, fields) == f"Press the {fields['color']} button."

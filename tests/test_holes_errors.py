@@ -111,3 +111,47 @@ def test_numbers_that_would_crash_later_fail_before_the_run_folder(
     r = cli(capsys, "train", "--out", tmp_path / "out", *SYN, *words)
     assert r.one_line() == f"devicerl train: error: {line}"
     assert not (tmp_path / "out").exists()
+
+
+def test_an_allocation_the_machine_refuses_is_one_line(store, capsys, monkeypatch) -> None:
+    import devicerl.runtime.viewer as viewer
+
+    def huge(*args, **kwargs):  # what torch raises for agent.small.d_model=1000000000
+        raise RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "
+            "memory: you tried to allocate 32768000000000 bytes. Error code 12"
+        )
+
+    monkeypatch.setattr(viewer, "build_report", huge)
+    r = cli(capsys, "view", store)
+    assert r.one_line() == (
+        "devicerl view: error: out of memory: the input asks for more than this machine has "
+        "(can't allocate memory: you tried to allocate 32768000000000 bytes. Error code 12)"
+    )
+
+
+def test_metrics_with_numbers_json_cannot_hold_are_skipped_not_a_crash(store, capsys) -> None:
+    (store / "metrics.jsonl").write_text(
+        '{"step": 1e400, "time": 0, "a/b": 1}\n{"step": 2, "time": 0, "a/b": 1e400}\n'
+    )
+    r = cli(capsys, "view", store)
+    assert r.code == 0, r.err
+    assert f"warning: skipped {store}/metrics.jsonl:1: malformed metrics line: step inf is not a " \
+        "finite count" in r.out  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "data,why",
+    [
+        (b"caf\xe9\n", "is not UTF-8 text: byte 0xe9 on line 1"),
+        (None, "is a FIFO, not a regular file: refused"),
+    ],
+)
+def test_an_instruction_list_that_is_not_text_is_one_line(data, why, tmp_path, capsys) -> None:
+    path = tmp_path / "general_train.txt"
+    if data is None:
+        os.mkfifo(path)
+    else:
+        path.write_bytes(data)
+    r = cli(capsys, "tasks", path)
+    assert r.one_line() == f"devicerl tasks: error: instruction list {path} {why}"

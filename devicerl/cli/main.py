@@ -96,8 +96,8 @@ def report_error(command: str, e: BaseException) -> int:
     elif isinstance(e, OSError):
         where = " ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
         message = f"{e.strerror or type(e).__name__}" + (f": {where}" if where else "")
-    elif isinstance(e, MemoryError):
-        message = "out of memory (the input asks for more than this machine has)"
+    elif isinstance(e, MemoryError) or _allocation_failed(e):
+        message = f"out of memory: the input asks for more than this machine has ({_first(e)})"
     else:
         trace = "".join(traceback.format_exception(e))
         print(scrub(trace.rstrip()), file=sys.stderr)
@@ -111,6 +111,21 @@ def report_error(command: str, e: BaseException) -> int:
     message = " ".join(message.split())  # one line, whatever the message held
     print(f"devicerl {command}: error: {scrub(message)}", file=sys.stderr)
     return 2
+
+
+def _allocation_failed(e: BaseException) -> bool:
+    """An allocator's refusal that libraries raise as a RuntimeError (torch: "can't allocate
+    memory", "out of memory"): the machine's limit, not a bug."""
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text
+    )
+
+
+def _first(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    text = text.split("DefaultCPUAllocator: ", 1)[-1]
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 if __name__ == "__main__":

@@ -183,6 +183,15 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
             if not isinstance(rec, dict) or "step" not in rec:
                 raise ValueError("not a metrics record")
+            step = rec["step"]
+            if isinstance(step, bool) or not isinstance(step, (int, float)):
+                raise ValueError(f"step {step!r:.40} is not a number")
+            if not (math.isfinite(step) and 0 <= step <= 2**63 - 1):
+                raise ValueError(f"step {step} is not a finite count")
+            rec = {  # a value that is no finite number is no point of a curve (the writer's None)
+                k: None if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in rec.items()
+            }
         except ValueError as e:
             if i == len(lines) - 1:
                 logger.warning("%s:%d: ignoring a torn last line", p, i + 1)

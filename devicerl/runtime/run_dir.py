@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from devicerl.errors import RunError
-from devicerl.files import check_output, write_json
+from devicerl.errors import DataError, RunError
+from devicerl.files import check_output, read_text, write_json
 from devicerl.runtime.run_lock import LOCK_NAME, RunLock
 
 if TYPE_CHECKING:
@@ -187,7 +187,14 @@ class RunDir:
         from devicerl.runtime.provenance import FILE
 
         path = self.path / FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not (path.exists() or path.is_symlink()):
+            return {}
+        text = read_text(path, 1 << 20, within=self.path, what="provenance file")
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise DataError(f"{path} is not JSON: {e}") from None
+        return data if isinstance(data, dict) else {}
 
     def load_config(self, cls: type[T], overrides: list[str] | None = None) -> T:
         """The saved config (for resuming), with optional dotted overrides on top.
