@@ -175,3 +175,14 @@ def test_a_broken_success_check_stops_with_one_line(tmp_path) -> None:
             env.reset(task, seed=0)
     finally:
         env.close()
+
+
+def test_the_example_training_config_is_valid_as_shipped(monkeypatch) -> None:
+    from devicerl.config import load_config
+    from devicerl.runtime.preflight import check_run_config
+    from devicerl.runtime.train_config import TrainConfig
+
+    monkeypatch.chdir(EXAMPLE.parents[2])  # its paths are relative to the repository root
+    cfg = load_config(TrainConfig, EXAMPLE.parent / "train.yaml")
+    check_run_config(cfg)  # tasks resolve, device options and agent check out
+    assert cfg.tasks.train == "examples/custom-suite/suite.yaml" and cfg.agent.kind == "small"
