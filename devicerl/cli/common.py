@@ -246,7 +246,7 @@ def discard_if_refused(run: Any) -> Iterator[None]:
     except (ConfigError, DataError, PathError, TaskError):
         if run.untouched():
             run.unlock()
-            if getattr(run, "made_folder", False):
+            if run.made_folder:
                 shutil.rmtree(run.path, ignore_errors=True)
             else:  # the folder was there (empty) before the run: keep it, empty again
                 for entry in run.path.iterdir():
