@@ -15,9 +15,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import enum
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -28,6 +30,7 @@ from typing import Any, TypeVar, get_args, get_origin
 import yaml
 
 from devicerl.errors import ConfigError
+from devicerl.files import read_text
 from devicerl.secrets import is_secret_name, register
 
 T = TypeVar("T")
@@ -38,44 +41,72 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+#: Every integer of a config fits in 64 signed bits (what seeds, counts and the libraries below
+#: take); every float is finite. Fields may declare narrower bounds in their metadata.
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error stays one short line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_plain(value: Any, key: str, depth: int = 0) -> Any:
+    """Free-form values (``dict[str, Any]`` options) obey the number rule too."""
+    if depth > 32:
+        raise ConfigError(f"{key}: nested too deeply")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{key}={value}: must be a finite number")
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        raise ConfigError(f"{key}={value}: must fit in 64 bits (in [{INT_MIN}, {INT_MAX}])")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_plain(v, f"{key}.{k}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_plain(v, f"{key}[{i}]", depth + 1)
+    return value
+
+
 def _coerce(value: Any, tp: Any, key: str) -> Any:
     """Check/convert ``value`` to type ``tp``; raise ConfigError naming ``key``."""
     origin = get_origin(tp)
     if tp is Any:
-        return value
+        return _check_plain(value, key)
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        errors = []
-        for a in args:
-            if a is type(None):
-                continue
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # an optional value: its own type's error says what is wrong
+            return _coerce(value, options[0], key)
+        for a in options:
             try:
                 return _coerce(value, a, key)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(f"{key}: {value!r} is not a valid {_type_name(tp)}")
+            except ConfigError:
+                continue
+        raise ConfigError(f"{key}: {_show(value)} is not a valid {_type_name(tp)}")
     if origin is typing.Literal:
         if value not in get_args(tp):
             choices = ", ".join(repr(a) for a in get_args(tp))
-            raise ConfigError(f"{key}: {value!r} is not one of {choices}")
+            raise ConfigError(f"{key}: {_show(value)} is not one of {choices}")
         return value
     if dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping for {tp.__name__}, got {_show(value)}")
         return from_dict(tp, value, prefix=key)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
             return tp(value)
         except ValueError:
             choices = ", ".join(repr(m.value) for m in tp)
-            raise ConfigError(f"{key}: {value!r} is not one of {choices}") from None
+            raise ConfigError(f"{key}: {_show(value)} is not one of {choices}") from None
     if origin in (list, tuple, Sequence) or tp in (list, tuple):
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
+            raise ConfigError(f"{key}: expected a list, got {_show(value)}")
         args = get_args(tp)
         if origin is tuple and args and args[-1] is not Ellipsis:
             if len(args) != len(value):
@@ -86,29 +117,37 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         return tuple(items) if origin is tuple or tp is tuple else items
     if origin in (dict, Mapping) or tp is dict:
         if not isinstance(value, Mapping):
-            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping, got {_show(value)}")
         args = get_args(tp)
         vt = args[1] if len(args) == 2 else Any
         return {k: _coerce(v, vt, f"{key}.{k}") for k, v in value.items()}
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key}: expected true/false, got {value!r}")
+        raise ConfigError(f"{key}: expected true/false, got {_show(value)}")
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key}={value}: must be a finite number")
+        raise ConfigError(f"{key}: expected an integer, got {_show(value)}")
     if tp is float:
+        number: float | None = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
             try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{key}: expected a number, got {value!r}")
+                number = float(value)
+            except OverflowError:
+                raise ConfigError(f"{key}={_show(value)}: must be a finite number") from None
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value)
+        if number is None:
+            raise ConfigError(f"{key}: expected a number, got {_show(value)}")
+        if not math.isfinite(number):
+            raise ConfigError(f"{key}={value}: must be a finite number")
+        return number
     if tp is str:
         if isinstance(value, str):
             return value
@@ -116,9 +155,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return ""
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return str(value)
-        raise ConfigError(f"{key}: expected a string, got {value!r}")
+        raise ConfigError(f"{key}: expected a string, got {_show(value)}")
     if isinstance(tp, type) and not isinstance(value, tp):
-        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {value!r}")
+        raise ConfigError(f"{key}: expected {_type_name(tp)}, got {_show(value)}")
     return value
 
 
@@ -140,18 +179,22 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         obj = cls(**kwargs)
     except ConfigError:
         raise
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, ArithmeticError) as e:
         raise ConfigError(f"{prefix or cls.__name__}: {e}") from None
     validate = getattr(obj, "validate", None)
     if callable(validate):
         validate()
+    if not prefix:
+        check_references(obj)
     register(*(v for k, v in kwargs.items() if k.endswith("_env") and isinstance(v, str)))
     return obj
 
 
 #: Bounds a field may declare in its metadata: ``{"min": 1}``, ``{"gt": 0}``,
-#: ``{"min": 0, "lt": 1}`` (inclusive ``min``/``max``, exclusive ``gt``/``lt``).
-BOUNDS = ("min", "gt", "max", "lt")
+#: ``{"min": 0, "lt": 1}`` (inclusive ``min``/``max``, exclusive ``gt``/``lt``), and
+#: ``{"max_key": "replay_capacity"}``: at most the value of another field of the whole config
+#: (a dotted key from its root), e.g. a minibatch drawn from what the replay holds.
+BOUNDS = ("min", "gt", "max", "lt", "max_key")
 
 
 def bounds_text(meta: Mapping[str, Any]) -> str:
@@ -159,6 +202,8 @@ def bounds_text(meta: Mapping[str, Any]) -> str:
     lo, hi = ("min", "gt"), ("max", "lt")
     low = next(((k, meta[k]) for k in lo if k in meta), None)
     high = next(((k, meta[k]) for k in hi if k in meta), None)
+    if "max_key" in meta and not high:
+        high = ("max", meta["max_key"])
     if low and high:
         left, right = "[" if low[0] == "min" else "(", "]" if high[0] == "max" else ")"
         return f"in {left}{low[1]}, {high[1]}{right}"
@@ -169,7 +214,7 @@ def bounds_text(meta: Mapping[str, Any]) -> str:
 
 def check_bounds(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     """Raise `ConfigError` (``key=value: must be >= 1``) when ``value`` is out of the field's
-    declared bounds; None (an unset optional) passes."""
+    declared bounds, or an integer does not fit in 64 bits; None (an unset optional) passes."""
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     ok = (
@@ -179,8 +224,45 @@ def check_bounds(key: str, value: Any, meta: Mapping[str, Any]) -> None:
         and ("lt" not in meta or value < meta["lt"])
     )
     if not ok:
-        shown = f"{value:g}" if isinstance(value, float) else value
+        shown = f"{value:g}" if isinstance(value, float) else _show(value)
         raise ConfigError(f"{key}={shown}: must be {bounds_text(meta)}")
+    if isinstance(value, int) and not INT_MIN <= value <= INT_MAX:
+        # the 64-bit range closes whatever side the field leaves open
+        low = {k: meta[k] for k in ("min", "gt") if k in meta} or {"min": INT_MIN}
+        high = {k: meta[k] for k in ("max", "lt") if k in meta} or {"max": INT_MAX}
+        raise ConfigError(f"{key}={_show(value)}: must be {bounds_text({**low, **high})}")
+
+
+def _lookup(root: Any, dotted: str) -> Any:
+    """The value at a dotted key of ``root``; None when this config has no such key."""
+    node = root
+    for part in dotted.split("."):
+        node = getattr(node, part, None)
+    return node
+
+
+_ROOT = object()
+
+
+def check_references(root: Any, node: Any = _ROOT, prefix: str = "") -> None:
+    """Check every ``max_key`` bound of the config tree under ``root`` (its values are known
+    only once the whole config is built); `from_dict` calls it on the root it builds."""
+    node = root if node is _ROOT else node
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            check_references(root, v, f"{prefix}.{k}" if prefix else str(k))
+        return
+    if not dataclasses.is_dataclass(node) or isinstance(node, type):
+        return
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        ref = f.metadata.get("max_key")
+        if ref and isinstance(value, (int, float)) and not isinstance(value, bool):
+            limit = _lookup(root, ref)
+            if isinstance(limit, (int, float)) and value > limit:
+                raise ConfigError(f"{key}={_show(value)}: must be <= {ref} ({limit})")
+        check_references(root, value, key)
 
 
 def to_dict(obj: Any) -> Any:
@@ -198,7 +280,7 @@ def to_dict(obj: Any) -> Any:
 
 def _parse_scalar(text: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return safe_load(text)
     except yaml.YAMLError:
         return text
 
@@ -220,20 +302,90 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
     return data
 
 
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
+#: The largest config file read, and the most nodes its YAML may expand to (aliases included):
+#: a config is a page of settings, and a few lines of aliases can otherwise expand to billions.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_YAML_NODES = 100_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses a key given twice in one mapping (the spec forbids it;
+    PyYAML would keep the last value silently) and documents whose aliases expand too far."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: the base class names it
+                break
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first on line {first.start_mark.line + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], limit: int) -> int:
+    """Nodes ``node`` stands for once every alias is expanded (counted without expanding)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = limit + 1  # a node that contains itself expands without end
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    else:
+        children = []
+    size = 1
+    for child in children:
+        size += _expanded_size(child, memo, limit)
+        if size > limit:
+            break
+    memo[id(node)] = size
+    return size
+
+
+def safe_load(text: str) -> Any:
+    """YAML ``text`` as Python values, like ``yaml.safe_load``, but a duplicate key or aliases
+    that expand past `MAX_YAML_NODES` nodes raise ``yaml.YAMLError`` instead."""
+    loader = _StrictLoader(text)
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except OSError as e:
-        raise ConfigError(f"cannot read config {p}: {e.strerror}") from None
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, {}, MAX_YAML_NODES) > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"its aliases expand to more than {MAX_YAML_NODES} nodes")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A config file's mapping: a regular UTF-8 file of at most `MAX_CONFIG_BYTES` holding
+    valid YAML (no duplicate keys, bounded aliases); anything else is one `ConfigError` line."""
+    p = Path(path)
+    text = read_text(p, MAX_CONFIG_BYTES, what="config", error=ConfigError)
+    try:
+        data = safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"config {p} is not valid YAML: {_yaml_error(e)}") from None
+        raise ConfigError(f"config {p} is not valid YAML: {yaml_error_text(e)}") from None
+    except RecursionError:
+        raise ConfigError(f"config {p} is not valid YAML: nested too deeply") from None
+    data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"config {p} must hold a mapping at the top level")
     return data
 
 
-def _yaml_error(e: yaml.YAMLError) -> str:
+def yaml_error_text(e: yaml.YAMLError) -> str:
     """``line 3, column 7: mapping values are not allowed here`` (1-based, as editors count)."""
     mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]

@@ -31,6 +31,11 @@ class DataError(DeviceRLError, ValueError):
     """A data file is corrupt, partial or of an unknown schema; the message names the file."""
 
 
+class PathError(DeviceRLError, ValueError):
+    """A path cannot be used as asked: it leads outside its folder, is not a regular file, or
+    cannot be written (names too long, folder not writable); the message names the path."""
+
+
 class TaskError(DeviceRLError, ValueError):
     """A task name or task list cannot be resolved."""
 

@@ -13,12 +13,15 @@ Variable *names* (``api_key_env: GEMINI_API_KEY``) are configuration and are kep
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import io
 import logging
 import os
 import re
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: What a removed secret is replaced with.
@@ -138,3 +141,64 @@ def install_log_filter(logger: logging.Logger | None = None) -> None:
     for handler in logger.handlers:
         if not any(isinstance(f, ScrubFilter) for f in handler.filters):
             handler.addFilter(ScrubFilter())
+
+
+class ScrubbedStream(io.TextIOBase):
+    """A text stream (stdout, stderr) whose every line passes the scrubber before it reaches
+    the stream it wraps: what a command prints cannot carry a secret, whoever prints it.
+
+    Text is held until a line ends or the stream is flushed (progress bars flush after each
+    redraw), so a secret printed in several pieces is still seen whole."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__()
+        self.wrapped = stream
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            self._pending += text
+            if "\n" in text or len(self._pending) > 1 << 16:
+                head, sep, tail = self._pending.rpartition("\n")
+                out, self._pending = (head + sep, tail) if sep else (self._pending, "")
+                self.wrapped.write(scrub(out))
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._pending:
+                self.wrapped.write(scrub(self._pending))
+                self._pending = ""
+        self.wrapped.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.wrapped.isatty()
+
+    def fileno(self) -> int:
+        return self.wrapped.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.wrapped, "encoding", "utf-8")
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.wrapped, "errors", None)
+
+
+@contextlib.contextmanager
+def scrubbed_streams() -> Iterator[None]:
+    """Route ``sys.stdout`` and ``sys.stderr`` through `ScrubbedStream` for the ``with`` body."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ScrubbedStream(saved[0]), ScrubbedStream(saved[1])
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        sys.stdout, sys.stderr = saved

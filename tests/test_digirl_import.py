@@ -171,7 +171,7 @@ def test_hostile_pickles_are_refused(tmp_path) -> None:
     legacy.write_bytes(pickle.dumps([[Evil(marker)]], protocol=2))
     with pytest.raises(DataError, match=r"legacy\.pt"):
         load_digirl_file(legacy)
-    r = devicerl_cli("import-digirl", str(zipped), "--out", str(tmp_path))
+    r = devicerl_cli("import-digirl", str(zipped), "--out", str(tmp_path / "imp"))
     assert r.returncode == 2 and "refused to load" in r.stderr
     assert not marker.exists()
 

@@ -108,3 +108,53 @@ def test_episodes_come_first_and_curves_are_one_click_away(run, page, tmp_path) 
     assert page.locator("#curves").is_visible() and page.locator("#episodes").is_hidden()
     page.click("#tab-episodes")
     assert page.locator("#episodes").is_visible() and page.locator("#curves").is_hidden()
+
+
+def _nonblank(png: bytes) -> bool:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    px = np.asarray(Image.open(io.BytesIO(png)).convert("L"), dtype=np.float64)
+    return px.std() > 8 and len(np.unique(px)) > 4  # boxes and text, not one flat colour
+
+
+@pytest.mark.browser
+def test_every_step_shows_a_screen_also_without_screenshots(page, tmp_path) -> None:
+    """A DOM-only run (as the demo's: no screenshot stored) gets a wireframe per step from its
+    UI elements, with the tap drawn on it; a run with screenshots shows them."""
+    from devicerl.agents import RandomPolicy
+    from devicerl.envs import make
+    from devicerl.runtime.rollout import rollout
+
+    run = RunDir(tmp_path / "run").create()
+    trajs = []
+    for render in (False, True):
+        env = make("synthetic", screen=(96, 160), seed=3, render=render, n_boxes=4)
+        trajs += [rollout(env, RandomPolicy(seed=i), "synthetic/tap", seed=i) for i in range(3)]
+        env.close()
+    trajs.append(truncated_at_reset())  # no observation at all: still a screen, saying so
+    with run.writer() as w:
+        w.extend(trajs)
+    r = devicerl("view", str(run.path), "curves=false")
+    assert r.returncode == 0, r.stderr
+    page.goto(run.report.joinpath("index.html").as_uri())
+    shots = page.locator(".step .shot")
+    expected = sum(t.length + (t.final_observation is not None or not t.steps) for t in trajs)
+    assert shots.count() == expected
+    wired = page.locator(".step .shot.wired")
+    without = sum(
+        t.length + 1 for t in trajs if all(s.observation.screenshot is None for s in t.steps)
+    )
+    assert wired.count() == without and wired.locator("rect.el").count() > 0
+    assert page.locator(".step .shot img").count() == expected - without
+    taps = sum(s.action.is_tap for t in trajs for s in t.steps)
+    assert page.locator(".step svg.marks circle.tap").count() == taps
+    for i in range(shots.count()):
+        shot = shots.nth(i)
+        shot.scroll_into_view_if_needed()
+        if shot.locator("img").count():
+            shot.locator("img").evaluate("img => img.decode()")
+            assert shot.locator("img").evaluate("img => img.naturalWidth") > 0
+        assert _nonblank(shot.screenshot()), f"step screen {i} is blank"

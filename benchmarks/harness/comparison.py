@@ -32,6 +32,7 @@ from typing import Any
 
 from devicerl.config import load_config, shipped_configs
 from devicerl.errors import ConfigError
+from devicerl.files import write_json
 from devicerl.runtime.provenance import code_identity, provenance
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
@@ -269,12 +270,12 @@ def _train_and_eval(
         run_dir.create()
         run_dir.save_config(cfg)
         if start := _start_agent(cfg):
-            (folder / START_AGENT_FILE).write_text(json.dumps(start, indent=1), "utf-8")
+            write_json(folder / START_AGENT_FILE, start, indent=1)
         t0 = time.time()
         trainer = Trainer(cfg, run_dir)
     summary = trainer.run()
     summary_file = run_dir.path / "summary.json"
-    summary_file.write_text(json.dumps({**summary, "started_at": t0}, indent=2))
+    write_json(summary_file, {**summary, "started_at": t0})
     if trainer.stopped:
         raise RunStopped(
             f"{system} seed {seed} stopped by {trainer.stopped} in {folder} (checkpoint "
@@ -375,7 +376,7 @@ def train_phases(
             raise SystemExit(f"stopped by {summary['stopped_by']}: re-run to resume")
         summary["started_at"] = previous.get("started_at", t0)
         summary["wall_s"] = previous.get("wall_s", 0.0) + summary["elapsed_s"]
-        (folder / "summary.json").write_text(json.dumps(summary, indent=2))
+        write_json(folder / "summary.json", summary)
         for stale in marks[i:]:  # policies saved at these marks by an older run
             shutil.rmtree(folder / f"at-{stale}", ignore_errors=True)
         after(marks[i], True)

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from devicerl.files import write_json, write_text
+
 #: Two-sided 95 % Student t quantiles by degrees of freedom (1..30; the normal's beyond).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
          2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
@@ -310,7 +312,7 @@ def write_report(
         "result": result_line(summary, budget, tags=tags),
         "result_sampled": result_line(summary, budget, "mean_sampled", "sampled:", tags),
     }
-    (out / "comparison.json").write_text(json.dumps(report, indent=1, default=str))
+    write_json(out / "comparison.json", report, indent=1)
     png = plot(results, out / "learning.png")
     md = [
         f"# Learning comparison: setup {setup}, suite {suite}, {split} instances "
@@ -326,5 +328,5 @@ def write_report(
     if diag := diagnostics_table(summary):
         md += ["Critic diagnostics (last quarter of iterations; whole run):", "", diag, ""]
     md += [f"![learning curves]({png.name})", "", report["result_sampled"], report["result"], ""]
-    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    write_text(out / "report.md", "\n".join(md))
     return report

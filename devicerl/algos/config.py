@@ -44,7 +44,10 @@ class ActorConfig:
 
     lr: float = field(default=1e-4, metadata={"help": "learning rate (AdamW)", "gt": 0})
     updates: int = field(default=20, metadata={"help": "optimizer steps per iteration", "min": 0})
-    batch_size: int = field(default=64, metadata={"help": "steps per minibatch", "min": 1})
+    batch_size: int = field(
+        default=64,
+        metadata={"help": "steps per minibatch", "min": 1, "max_key": "replay_capacity"},
+    )
     grad_accum: int = field(
         default=1, metadata={"help": "minibatches per optimizer step", "min": 1}
     )
@@ -75,7 +78,10 @@ class CriticConfig:
     AdamW on a small critic trained from scratch)."""
 
     lr: float = field(default=1e-4, metadata={"help": "learning rate (AdamW)", "gt": 0})
-    batch_size: int = field(default=64, metadata={"help": "samples per minibatch", "min": 1})
+    batch_size: int = field(
+        default=64,
+        metadata={"help": "samples per minibatch", "min": 1, "max_key": "replay_capacity"},
+    )
     instruction_updates: int = field(
         default=5, metadata={"help": "instruction-critic updates per iteration", "min": 0}
     )

@@ -5,7 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from devicerl.cli.common import add_config_args, add_run_args, resolve_config, start_new_run
+from devicerl.cli.common import (
+    add_config_args,
+    add_run_args,
+    discard_if_refused,
+    resolve_config,
+    start_new_run,
+)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +39,10 @@ def run(args: argparse.Namespace) -> int:
     cfg.mode, cfg.algo = "online", "none"
     cfg.eval.at_end = False
     check_run_config(cfg)
-    _, trainer = start_new_run(args, cfg, "collect", lambda run_dir: Trainer(cfg, run_dir))
-    summary = trainer.run()
+    run_dir, trainer = start_new_run(
+        args, cfg, "collect", lambda r: Trainer(cfg, r), resumable=False
+    )
+    with discard_if_refused(run_dir):
+        summary = trainer.run()
     print(json.dumps(summary, default=str))
     return trainer.stop.exit_code

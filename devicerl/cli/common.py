@@ -25,11 +25,12 @@ import contextlib
 import dataclasses
 import enum
 import json
+import shutil
 import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
@@ -198,19 +199,27 @@ def print_config(cfg: Any) -> None:
     sys.stdout.write(yaml.safe_dump(redact(cfg), sort_keys=False))
 
 
-def start_run(path: str | Path | Any, config: Any, *, overwrite: bool = False) -> Any:
+def start_run(
+    path: str | Path | Any, config: Any, *, overwrite: bool = False, resumable: bool = True
+) -> Any:
     """Create a new run folder (refusing an existing run unless ``overwrite``), hold its lock
     and save the resolved config (secrets redacted) in it. ``path`` may be a `RunDir`."""
     from devicerl.runtime.run_dir import RunDir
 
     run = path if isinstance(path, RunDir) else RunDir(path)
+    run.check_new(overwrite, resumable=resumable)
     run.start_new(overwrite=overwrite)
     run.save_config(config)
     return run
 
 
 def start_new_run(
-    args: argparse.Namespace, config: Any, prefix: str, build: Callable[[Any], T]
+    args: argparse.Namespace,
+    config: Any,
+    prefix: str,
+    build: Callable[[Any], T],
+    *,
+    resumable: bool = True,
 ) -> tuple[Any, T]:
     """The run folder of a new run and what ``build(run_dir)`` makes (e.g. the trainer, which
     builds the agent and writes nothing), in the order that keeps a rejected run from writing:
@@ -220,15 +229,61 @@ def start_new_run(
 
     run = RunDir(args.out) if args.out else RunDir(reserve_run_path(prefix))
     try:
-        run.check_new(args.overwrite)
+        run.check_new(args.overwrite, resumable=resumable)
+        run.made_folder = not args.out or not run.path.exists()  # for `discard_if_refused`
         built = build(run)
-        start_run(run, config, overwrite=args.overwrite)
+        start_run(run, config, overwrite=args.overwrite, resumable=resumable)
     except BaseException:
         if not args.out:
             with contextlib.suppress(OSError):
                 run.path.rmdir()  # the reserved folder, while still empty
         raise
     return run, built
+
+
+@contextlib.contextmanager
+def discard_if_refused(run: Any) -> Iterator[None]:
+    """Around a new run's work: when its input is refused after the folder was made (data
+    found unusable once read) and the run stored nothing and checkpointed nothing, the folder
+    it made goes, so the same command can be retried with the same ``--out``."""
+    from devicerl.errors import ConfigError, DataError, PathError, TaskError
+
+    try:
+        yield
+    except (ConfigError, DataError, PathError, TaskError):
+        if run.untouched():
+            run.unlock()
+            if run.made_folder:
+                shutil.rmtree(run.path, ignore_errors=True)
+            else:  # the folder was there (empty) before the run: keep it, empty again
+                for entry in run.path.iterdir():
+                    if entry.is_dir() and not entry.is_symlink():
+                        shutil.rmtree(entry, ignore_errors=True)
+                    else:
+                        entry.unlink(missing_ok=True)
+        raise
+
+
+def bounded(**meta: Any) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer flag with the config loader's bounds vocabulary
+    (``min``, ``max``, ...; 64-bit always): ``--devices 0`` is one line, as ``env.num_envs=0``
+    is."""
+    from devicerl.config import check_bounds
+    from devicerl.errors import ConfigError
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+        try:
+            check_bounds("value", value, meta)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+        return value
+
+    parse.__name__ = "integer"  # argparse names the type in its error
+    return parse
 
 
 def add_run_args(parser: argparse.ArgumentParser, default: str) -> None:

@@ -21,6 +21,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from devicerl.cli.common import bounded
+
 if TYPE_CHECKING:
     from devicerl.runtime.train_config import TrainConfig
 
@@ -47,9 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="delete an earlier run in --out first (without it, an existing run is refused)",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--budget", type=int, default=2500, help="env steps of training")
-    p.add_argument("--eval-episodes", type=int, default=10, help="test seeds per task")
+    p.add_argument("--seed", type=bounded(min=0), default=0, help="random seed")
+    p.add_argument("--budget", type=bounded(min=1), default=2500, help="env steps of training")
+    p.add_argument(
+        "--eval-episodes", type=bounded(min=1, max=10_000), default=10, help="test seeds per task"
+    )
     p.add_argument(
         "--setup",
         default="tuned",
@@ -59,8 +63,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--synthetic", action="store_true", help="random-agent collection on synthetic devices"
     )
-    p.add_argument("--episodes", type=int, default=200, help="--synthetic: episodes to collect")
-    p.add_argument("--devices", type=int, default=4, help="--synthetic: devices")
+    p.add_argument(
+        "--episodes",
+        type=bounded(min=1, max=1_000_000),
+        default=200,
+        help="--synthetic: episodes to collect",
+    )
+    p.add_argument(
+        "--devices", type=bounded(min=1, max=256), default=4, help="--synthetic: devices"
+    )
     p.add_argument(
         "--worker",
         default="subprocess",
@@ -110,10 +121,11 @@ def demo_config(setup: str, budget: int, eval_episodes: int, seed: int) -> Train
         "eval.split=test",
         "logging.tensorboard=false",
     ]
-    entropy = load_config(TrainConfig, path).digirl.actor
-    if entropy.entropy_coef > 0:  # fade over the same share of the budget as the setup's
-        fade = max(1, round(entropy.entropy_versions * budget / SETUP_BUDGET))
-        overrides.append(f"digirl.actor.entropy_versions={fade}")
+    entropy = load_config(TrainConfig, path).actor.entropy
+    if entropy is not None and entropy.fade_versions is not None:
+        # fade over the same share of the budget as the setup's
+        fade = max(1, round(entropy.fade_versions * budget / SETUP_BUDGET))
+        overrides.append(f"actor.entropy.fade_versions={fade}")
     return load_config(TrainConfig, path, overrides)
 
 
@@ -189,10 +201,12 @@ def write_report(out: Path, cfg: TrainConfig, summary: dict[str, Any], setup: st
 def collect_synthetic(args: argparse.Namespace) -> int:
     """Random agent on synthetic devices through the pool and the collector, into a new run
     folder (held locked while it runs)."""
+    from devicerl.cli.common import start_run
     from devicerl.runtime.run_dir import RunDir
 
-    _check_out(args.out, args.overwrite)
-    run_dir = RunDir(args.out).start_new(args.overwrite).create()
+    _check_out(args.out, args.overwrite)  # before anything starts
+    options = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
+    run_dir = start_run(RunDir(args.out), options, overwrite=args.overwrite, resumable=False)
     try:
         return _collect(args, run_dir)
     finally:
@@ -202,13 +216,13 @@ def collect_synthetic(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace, run_dir: Any) -> int:
     from devicerl.agents import RandomPolicy
     from devicerl.envs import EnvSpec
+    from devicerl.files import write_json, write_text
     from devicerl.pool import EnvPool
     from devicerl.runtime.collector import Collector
     from devicerl.runtime.metrics import LoggingConfig
     from devicerl.runtime.progress import RateProgress
     from devicerl.tasks import TaskSampler, resolve
 
-    run_dir.save_config({k: v for k, v in vars(args).items() if k != "func"})
     sampler = TaskSampler(resolve("synthetic/tap,synthetic/type"), seed=args.seed)
     specs = [
         EnvSpec("synthetic", {"step_latency": "uniform:0.001,0.005", "seed": args.seed + i})
@@ -251,8 +265,9 @@ def _collect(args: argparse.Namespace, run_dir: Any) -> int:
         "devices": args.devices,
         "worker": args.worker,
     }
-    (run_dir.path / "summary.json").write_text(json.dumps(summary, indent=2))
-    (run_dir.path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    write_json(run_dir.path / "summary.json", summary)
+    write_text(run_dir.path / "episodes.jsonl", "".join(json.dumps(r) + "\n" for r in results))
+    run_dir.unlock()
     print(json.dumps(summary))
     print(f"run written to {run_dir.path} (see it with: devicerl view {run_dir.path})")
     return 0

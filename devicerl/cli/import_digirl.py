@@ -2,8 +2,10 @@
 
 The output is a run folder (``DIR/trajectories/``), so ``devicerl view DIR`` shows the imported
 episodes and offline or off-to-online training can start from them. A new DIR is built beside
-its final name and renamed at the end; an existing DIR gets the new episodes only once every
-file converted. A failed import leaves nothing behind.
+its final name and renamed at the end; an earlier import's DIR gets the new episodes only once
+every file converted; any other existing folder (a training run, a folder of other files) is
+refused before any work. A failed import leaves nothing behind. The count printed is the count
+stored.
 """
 
 from __future__ import annotations
@@ -72,13 +74,17 @@ def _task_names(spec: str | None) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.errors import ConfigError
 
     # Positional KEY=VALUE words land in `files` too (argparse is greedy): move them.
     args.config_overrides += [f for f in args.files if "=" in f and not f.endswith(".pt")]
     files = [f for f in args.files if f not in args.config_overrides]
     cfg = resolve_config(args)
-    task_names = _task_names(cfg.tasks)
     out = Path(args.out)
+    check_import_folder(out)  # before any work
+    if cfg.image_root and not Path(cfg.image_root).is_dir():
+        raise ConfigError(f"image_root: {cfg.image_root} is not a folder")
+    task_names = _task_names(cfg.tasks)
     kwargs = {
         "image_root": cfg.image_root,
         "features": cfg.features,
@@ -90,12 +96,40 @@ def run(args: argparse.Namespace) -> int:
     else:
         stats = _import_into_new(out, files, kwargs)
     rate = stats.successes / stats.trajectories if stats.trajectories else 0.0
+    again = f"; {stats.already_stored} already in the store" if stats.already_stored else ""
     print(
         f"imported {stats.trajectories} trajectories ({stats.steps} steps, success rate "
-        f"{rate:.1%}); screenshots found {stats.images_found}, missing {stats.images_missing} "
-        f"-> {out / 'trajectories'}"
+        f"{rate:.1%}){again}; screenshots found {stats.images_found}, missing "
+        f"{stats.images_missing} -> {out / 'trajectories'}"
     )
     return 0
+
+
+#: What an import folder holds: its store, its lock, and (made by older versions) an empty
+#: ``checkpoints/``. Anything else is another command's.
+IMPORT_ENTRIES = {"trajectories", ".lock", "checkpoints"}
+
+
+def check_import_folder(out: Path) -> None:
+    """``--out`` is a new folder (whose parent can be written), an empty one, or an earlier
+    import's; a run of another command or a folder of other files is refused (one line)."""
+    from devicerl.errors import RunError
+    from devicerl.files import check_output
+
+    check_output(out, what="--out", error=RunError)
+    if not out.is_dir():
+        return
+    foreign = sorted(
+        e.name
+        for e in out.iterdir()
+        if e.name not in IMPORT_ENTRIES
+        or (e.name == "checkpoints" and (not e.is_dir() or any(e.iterdir())))
+    )
+    if foreign:
+        raise RunError(
+            f"--out {out} holds {foreign[0]}: it is not an earlier import (imports add only "
+            "to a folder made by import-digirl); choose a new folder"
+        )
 
 
 def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
@@ -106,7 +140,7 @@ def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any
     made = [p for p in reversed(out.parents) if not p.exists()]
     work = RunDir(out.with_name(f".{out.name}.importing-{os.getpid()}"))
     try:
-        work.create()
+        work.trajectories.mkdir(parents=True)
         stats = import_digirl(files, work.trajectories, **kwargs)
         os.rename(work.path, out)
     except BaseException:

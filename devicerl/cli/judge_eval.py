@@ -8,8 +8,10 @@ RUN_OR_DATA is a run folder (its ``trajectories/`` store) or a bare trajectory s
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 
-from devicerl.cli.common import add_config_args, resolve_config
+from devicerl.cli.common import add_config_args, bounded, resolve_config
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +24,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "shards are skipped and named; the report covers the others.",
     )
     p.add_argument("data", metavar="RUN_OR_DATA", help="a run folder or a trajectory store")
-    p.add_argument("--limit", type=int, default=0, help="judge at most this many episodes")
-    p.add_argument("--json", default=None, metavar="PATH", help="also write the report as JSON")
+    p.add_argument(
+        "--limit", type=bounded(min=0), default=0, help="judge at most this many episodes (0: all)"
+    )
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="PATH",
+        help="also write the report as JSON (a new file, or one judge-eval wrote before)",
+    )
     from devicerl.judges.config import JudgeConfig
 
     add_config_args(p, JudgeConfig)
@@ -32,12 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import itertools
-    import json
     import sys
-    from pathlib import Path
 
     from devicerl.data.store import TrajectoryStore
     from devicerl.errors import DataError
+    from devicerl.files import write_json
     from devicerl.judges import make_judge
     from devicerl.judges.evaluate import JudgeReport, evaluate_judge
     from devicerl.records import Trajectory
@@ -45,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.run_dir import find_store
 
     config = resolve_config(args)
+    if args.json:
+        check_json_output(Path(args.json))  # before judging: the work is not lost to a bad path
     store = TrajectoryStore(find_store(args.data), skip_bad=True)  # one bad shard costs its own
     if not store.shards():
         raise DataError(f"{args.data}: no stored episodes (not a run or trajectory store folder)")
@@ -66,7 +76,22 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         skipped = {p.name: reason for p, reason in store.bad_shards.items()}
-        Path(args.json).write_text(
-            json.dumps({**report.to_dict(), "skipped_shards": skipped}, indent=2)
-        )
+        write_json(args.json, {**report.to_dict(), "skipped_shards": skipped})  # scrubbed
     return 0 if report.n else 1
+
+
+def check_json_output(path: Path) -> None:
+    """``--json PATH`` can be written: a new file in a writable folder, or a report judge-eval
+    wrote before (never another file: a run's config, a user's document)."""
+    from devicerl.errors import DataError, PathError
+    from devicerl.files import check_output, read_text
+
+    check_output(path, what="--json", kind="file")
+    if not path.exists():
+        return
+    try:
+        earlier = json.loads(read_text(path, 1 << 26, what="--json file"))
+    except (DataError, ValueError):
+        earlier = None
+    if not (isinstance(earlier, dict) and {"judge", "tp", "fp"} <= earlier.keys()):
+        raise PathError(f"--json {path} exists and is not a judge-eval report: choose a new file")

@@ -10,13 +10,14 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 import typing
 from collections.abc import Sequence
 
 from devicerl import __version__
 from devicerl.cli.common import parse_args
 from devicerl.errors import DeviceRLError
-from devicerl.secrets import install_log_filter, scrub
+from devicerl.secrets import install_log_filter, scrub, scrubbed_streams
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
@@ -57,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Whatever it prints leaves through the secret scrubber."""
+    with scrubbed_streams():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parse_args(parser, argv)
     logging.basicConfig(
@@ -73,13 +80,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except DeviceRLError as e:
-        message = " ".join(str(e).split())  # one line, whatever the message held
-        print(f"devicerl {args.command}: error: {scrub(message)}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print(f"devicerl {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        return report_error(args.command, e)
+
+
+def report_error(command: str, e: BaseException) -> int:
+    """The one rule for errors that reach the top: what bad input or the system caused (a
+    `DeviceRLError`, an `OSError` naming its file, memory) is one line and exit code 2; anything
+    else is a bug in devicerl: its traceback, and a line that says so (exit code 1)."""
+    if isinstance(e, DeviceRLError):
+        message = str(e)
+    elif isinstance(e, OSError):
+        where = " ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+        message = f"{e.strerror or type(e).__name__}" + (f": {where}" if where else "")
+    elif isinstance(e, MemoryError) or _allocation_failed(e):
+        message = f"out of memory: the input asks for more than this machine has ({_first(e)})"
+    else:
+        trace = "".join(traceback.format_exception(e))
+        print(scrub(trace.rstrip()), file=sys.stderr)
+        print(
+            f"devicerl {command}: internal error: this is a bug in devicerl, not in your input "
+            f"(please report it with the traceback above): "
+            f"{scrub(' '.join(f'{type(e).__name__}: {e}'.split()))}",
+            file=sys.stderr,
+        )
+        return 1
+    message = " ".join(message.split())  # one line, whatever the message held
+    print(f"devicerl {command}: error: {scrub(message)}", file=sys.stderr)
+    return 2
+
+
+def _allocation_failed(e: BaseException) -> bool:
+    """An allocator's refusal that libraries raise as a RuntimeError (torch: "can't allocate
+    memory", "out of memory"): the machine's limit, not a bug."""
+    text = str(e).lower()
+    return isinstance(e, RuntimeError) and (
+        "can't allocate memory" in text or "out of memory" in text
+    )
+
+
+def _first(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    text = text.split("DefaultCPUAllocator: ", 1)[-1]
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import json
 from devicerl.cli.common import (
     add_config_args,
     add_run_args,
+    discard_if_refused,
     print_config,
     resolve_config,
     start_new_run,
@@ -98,7 +99,11 @@ def _train(args: argparse.Namespace, group) -> int:
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
         run_dir, trainer = start_new_run(args, cfg, prefix, lambda r: Trainer(cfg, r, group=group))
-    summary = trainer.run()
+    if args.resume:
+        summary = trainer.run()
+    else:
+        with discard_if_refused(run_dir):
+            summary = trainer.run()
     print(
         json.dumps({k: v for k, v in summary.items() if k not in ("eval", "league")}, default=str)
     )

@@ -34,6 +34,9 @@ DEFAULT_CODEC = "webp-lossless"
 LOSSY_BOUND = {"mean_abs_error": 4.0, "psnr_db": 30.0}
 
 _RAW_MAGIC = b"DRLRAW1\x00"
+#: The most pixels a stored screenshot may claim (a 4096 x 4096 screen): a file of a few KB can
+#: claim any size, and decoding it would allocate that much.
+MAX_PIXELS = 4096 * 4096
 _NDARRAY_TAG = "__ndarray__"
 
 
@@ -98,19 +101,39 @@ def image_format(data: bytes) -> str:
     raise DataError(f"unknown image encoding ({len(data)} bytes, not PNG, JPEG, WebP or raw)")
 
 
+def _check_size(fmt: str, width: int, height: int, channels: int = 3) -> None:
+    if width <= 0 or height <= 0 or channels != 3:
+        raise DataError(f"{fmt} image claims {width} x {height} x {channels}: not a screenshot")
+    if width * height > MAX_PIXELS:
+        raise DataError(
+            f"{fmt} image claims {width} x {height} pixels, more than the {MAX_PIXELS} allowed"
+        )
+
+
 def decode_image(data: bytes) -> np.ndarray:
-    """Compressed bytes (any supported codec) -> H x W x 3 uint8 pixels."""
+    """Compressed bytes (any supported codec) -> H x W x 3 uint8 pixels. The size the image
+    claims is checked (`MAX_PIXELS`) before anything is decoded."""
     fmt = image_format(data)
     try:
         if fmt == "raw":
             import pyarrow as pa
 
             h, w, c = struct.unpack("<III", data[8:20])
+            _check_size(fmt, w, h, c)
             raw = pa.decompress(data[20:], decompressed_size=h * w * c, codec="zstd", asbytes=True)
             return np.frombuffer(raw, dtype=np.uint8).reshape(h, w, c).copy()
         from PIL import Image
 
-        with Image.open(io.BytesIO(data)) as img:
+        if fmt == "png" and len(data) >= 24:  # the header states the size: check it first
+            _check_size(fmt, *struct.unpack(">II", data[16:24]))
+        try:
+            img = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError:
+            raise DataError(
+                f"{fmt} image claims more than the {MAX_PIXELS} pixels allowed"
+            ) from None
+        with img:
+            _check_size(fmt, *img.size)
             return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
     except DataError:
         raise

@@ -27,14 +27,21 @@ Mapping (documented choices):
   last action is complete/impossible, else ``max_steps``. Screen size is the image size, or
   (0, 0) when no image is available. Task names come from ``task_names`` (instruction -> name,
   e.g. from an AitW list) or are ``digirl/<hash of the instruction>``.
-- Episode ids are derived from the file name and position, so importing a file twice gives
-  the same ids (readers drop the duplicates).
+- Episode ids are derived from the file's content (its sha256) and the trajectory's position,
+  so importing a file twice (under any name) gives the same ids and adds nothing, while two
+  different files never share an id (``siteA/trajectories.pt`` and ``siteB/trajectories.pt``
+  are two sources).
+- Values are checked, never guessed: ``task`` and ``action`` must be text (``None`` never
+  becomes the text "None"; an absent prompt is empty), rewards finite and in [-1, 1] (DigiRL's
+  are 0 or 1 per step), ``mc_return`` finite, ``done`` a scalar flag; anything else is a
+  `DataError` naming the file, the trajectory and the step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import pickle
 import re
@@ -49,12 +56,17 @@ import numpy as np
 
 from devicerl.actions import parse_autoui
 from devicerl.errors import DataError
+from devicerl.files import read_bytes
 from devicerl.records import EndReason, Observation, Step, Trajectory
 
 log = logging.getLogger(__name__)
 
 REQUIRED_KEYS = ("observation", "task", "reward", "done", "action")
 _NUMBERED = re.compile(r"^(.*_)(\d+)(\.\w+)$")
+#: Step rewards (and a trajectory's reward) DigiRL writes: 0 or 1; accepted: [-1, 1].
+REWARD_RANGE = (-1.0, 1.0)
+#: The largest screenshot file read from ``image_root``.
+MAX_IMAGE_BYTES = 64 << 20
 
 
 def _safe_globals() -> list[Any]:
@@ -68,6 +80,15 @@ def _safe_globals() -> list[Any]:
         allowed.append(type(np.dtype(t)))
     allowed += [type(np.dtype(np.uint8)), type(np.dtype(np.bool_))]
     return allowed
+
+
+def file_digest(path: str | Path) -> str:
+    """The sha256 of a file's content (what episode ids are derived from)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def load_digirl_file(path: str | Path) -> list[list[dict[str, Any]]]:
@@ -163,7 +184,7 @@ class _Images:
             return None
         if self.root is not None:
             for c in self._candidates(path):
-                if c.is_file():
+                if c.exists():
                     return self._decode(c)
         self.stats.images_missing += 1
         return None
@@ -172,13 +193,54 @@ class _Images:
         from devicerl.data.codec import decode_image
 
         try:
-            pixels = decode_image(file.read_bytes())
+            data = read_bytes(file, MAX_IMAGE_BYTES, within=self.root, what="screenshot")
+            pixels = decode_image(data)
         except (DataError, OSError) as e:
             log.warning("screenshot %s is unreadable (%s): imported without it", file, e)
             self.stats.images_missing += 1
             return None
         self.stats.images_found += 1
         return pixels
+
+
+def _text(value: Any, what: str, *, optional: bool = False) -> str:
+    """A text field: text as it is; ``None`` only where the field may be absent (as empty)."""
+    if isinstance(value, str):
+        return value
+    if value is None and optional:
+        return ""
+    raise ValueError(f"{what} is {_kind(value)}, not text")
+
+
+def _number(value: Any, what: str, bounds: tuple[float, float] | None = None) -> float:
+    """A finite scalar number (within ``bounds``)."""
+    arr = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value)
+    if arr.ndim != 0 or arr.dtype.kind not in "biuf":
+        raise ValueError(f"{what} is {_kind(value)}, not a number")
+    x = float(arr)
+    if not math.isfinite(x):
+        raise ValueError(f"{what} {x} is not a finite number")
+    if bounds is not None and not bounds[0] <= x <= bounds[1]:
+        raise ValueError(f"{what} {x:g} is outside [{bounds[0]:g}, {bounds[1]:g}]")
+    return x
+
+
+def _flag(value: Any, what: str) -> bool:
+    """A scalar flag: a bool, or a number that is 0 or 1."""
+    x = _number(value, what)
+    if x not in (0.0, 1.0):
+        raise ValueError(f"{what} {x:g} is not a flag (true/false, 0/1)")
+    return bool(x)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "None"
+    shape = getattr(value, "shape", None)
+    if shape is not None and tuple(shape) != ():
+        return f"an array of shape {tuple(shape)}"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
 def task_name_for(instruction: str, task_names: Mapping[str, str] | None) -> str:
@@ -189,9 +251,9 @@ def task_name_for(instruction: str, task_names: Mapping[str, str] | None) -> str
 
 
 def _observation(
-    instruction: str, prompt: Any, pixels: np.ndarray | None, feats: Any, path: str | None
+    instruction: str, prompt: str, pixels: np.ndarray | None, feats: Any, path: str | None
 ) -> Observation:
-    extras: dict[str, Any] = {"prompt": str(prompt) if prompt is not None else ""}
+    extras: dict[str, Any] = {"prompt": prompt}
     if path:
         extras["image_path"] = path
     arr = _as_array(feats)
@@ -209,32 +271,46 @@ def convert_trajectory(
     images: _Images,
     features: bool = True,
     task_names: Mapping[str, str] | None = None,
+    source_id: str | None = None,
 ) -> Trajectory:
-    """One reference trajectory (list of step dicts) as a `Trajectory`."""
-    instruction = str(steps[0]["task"]) if steps else ""
+    """One reference trajectory (list of step dicts) as a `Trajectory`; a value that is not
+    what DigiRL writes raises ValueError naming the step and the field. ``source_id`` (the
+    file's content hash) makes the episode id; without it, ``source``."""
+    instruction = _text(steps[0]["task"], "step 0: task") if steps else ""
     paths = _image_paths(steps)
     pixels = [images.load(p) for p in paths]
     traj = Trajectory(
         task=task_name_for(instruction, task_names),
         instruction=instruction,
-        episode_id=uuid.uuid5(uuid.NAMESPACE_URL, f"digirl:{source}#{index}").hex,
+        episode_id=uuid.uuid5(uuid.NAMESPACE_URL, f"digirl:{source_id or source}#{index}").hex,
         device="digirl-import",
         started_at=0.0,
         extras={"source": "digirl", "file": source, "index": index},
     )
     for h, d in enumerate(steps):
+        at = f"step {h}"
+        if _text(d["task"], f"{at}: task") != instruction:
+            raise ValueError(f"{at}: task differs from step 0's")
+        prompt = _text(d["observation"], f"{at}: observation", optional=True)
         feats = d.get("image_features") if features else None
-        obs = _observation(instruction, d["observation"], pixels[h], feats, paths[h])
+        obs = _observation(instruction, prompt, pixels[h], feats, paths[h])
         obs.step = h
-        info = {k: _plain(d[k]) for k in ("mc_return", "trajectory_reward", "done") if k in d}
-        text = str(d["action"])
-        traj.steps.append(
-            Step(obs, parse_autoui(text), float(d["reward"]), bool(d["done"]), info=info, text=text)
-        )
+        info: dict[str, Any] = {}
+        if "mc_return" in d:
+            info["mc_return"] = _number(d["mc_return"], f"{at}: mc_return")
+        if "trajectory_reward" in d:
+            info["trajectory_reward"] = _number(
+                d["trajectory_reward"], f"{at}: trajectory_reward", REWARD_RANGE
+            )
+        done = _flag(d["done"], f"{at}: done")
+        info["done"] = done
+        text = _text(d["action"], f"{at}: action")
+        reward = _number(d["reward"], f"{at}: reward", REWARD_RANGE)
+        traj.steps.append(Step(obs, parse_autoui(text), reward, done, info=info, text=text))
     if steps:
         last = steps[-1]
         feats = last.get("next_image_features") if features else None
-        prompt = last.get("next_observation")
+        prompt = _text(last.get("next_observation"), "last step: next_observation", optional=True)
         traj.final_observation = _observation(instruction, prompt, pixels[-1], feats, paths[-1])
         traj.final_observation.step = len(steps)
     success = traj.total_reward > 0
@@ -249,10 +325,6 @@ def convert_trajectory(
     return traj
 
 
-def _plain(v: Any) -> Any:
-    return v.item() if isinstance(v, np.generic) else v
-
-
 def iter_digirl(
     path: str | Path,
     *,
@@ -265,7 +337,9 @@ def iter_digirl(
     p = Path(path)
     stats = stats if stats is not None else ImportStats()
     images = _Images(Path(image_root) if image_root else None, stats)
-    for i, steps in enumerate(load_digirl_file(p)):
+    data = load_digirl_file(p)
+    digest = file_digest(p)
+    for i, steps in enumerate(data):
         if not steps:
             continue
         try:
@@ -276,13 +350,22 @@ def iter_digirl(
                 images=images,
                 features=features,
                 task_names=task_names,
+                source_id=digest,
             )
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, OverflowError) as e:
             raise DataError(f"{p}: trajectory {i}: {e}") from None
         stats.trajectories += 1
         stats.steps += t.length
         stats.successes += int(t.success)
         yield t
+
+
+@dataclass
+class StoredStats(ImportStats):
+    """What `import_digirl` converted (the counts of `ImportStats`: every trajectory stored)
+    and how many were left out because the store already held them."""
+
+    already_stored: int = 0
 
 
 def import_digirl(
@@ -293,18 +376,20 @@ def import_digirl(
     features: bool = True,
     task_names: Mapping[str, str] | None = None,
     codec: str | None = None,
-) -> ImportStats:
+) -> StoredStats:
     """Convert DigiRL files into the store at ``store_folder`` (written 64 episodes a shard).
 
     Shards are written into a staging folder beside the store and moved in only once every
-    file has converted, so a failure leaves the store as it was. Episode ids are derived from
-    the file name and position, so importing the same file again skips the episodes the store
-    already holds.
+    file has converted, so a failure leaves the store as it was. Episode ids come from each
+    file's content and the trajectory's position, so a trajectory the store already holds (the
+    same file imported again, or named twice) is left out and counted in ``already_stored``;
+    the other counts are of the trajectories stored now.
     """
     from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 
     folder = Path(store_folder)
-    stats = ImportStats()
+    converted = ImportStats()
+    stats = StoredStats()
     kw = {"codec": codec} if codec else {}
     existing: set[str] = set()
     if folder.is_dir():
@@ -318,10 +403,17 @@ def import_digirl(
                     image_root=image_root,
                     features=features,
                     task_names=task_names,
-                    stats=stats,
+                    stats=converted,
                 ):
-                    if traj.episode_id not in existing:
-                        writer.append(traj)
+                    if traj.episode_id in existing:
+                        stats.already_stored += 1
+                        continue
+                    existing.add(traj.episode_id)
+                    writer.append(traj)
+                    stats.trajectories += 1
+                    stats.steps += traj.length
+                    stats.successes += int(traj.success)
+        stats.images_found, stats.images_missing = converted.images_found, converted.images_missing
         folder.mkdir(parents=True, exist_ok=True)
         for f in sorted(stage.iterdir()):  # manifest-* before shard-*: shards land listed
             os.replace(f, folder / f.name)

@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 import uuid
@@ -44,13 +45,19 @@ from devicerl.data.schema import (
     table_to_trajectories,
     trajectories_table,
 )
-from devicerl.errors import DataError
+from devicerl.errors import DataError, PathError
+from devicerl.files import inside, is_regular, read_bytes
 from devicerl.records import Trajectory
 
 logger = logging.getLogger(__name__)
 
 SHARD_GLOB = "shard-*.parquet"
 MANIFEST_GLOB = "manifest-*.jsonl"
+#: Bounds on what one shard may hold: its size on disk, and what it decodes to (its row groups'
+#: uncompressed size, from its footer): a small file can claim any size.
+MAX_SHARD_BYTES = 4 << 30
+MAX_SHARD_DECODED = 8 << 30
+MAX_MANIFEST_BYTES = 64 << 20
 
 
 def _sha256(path: Path) -> str:
@@ -210,16 +217,42 @@ class TrajectoryWriter:
         self.close()
 
 
+def _check_file(path: Path) -> None:
+    """A shard is a regular file inside its store folder (a FIFO, a device or a link out of
+    the folder named like one is refused, never opened) of a bounded size."""
+    try:
+        inside(path.parent, path, what="trajectory shard")
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise DataError(f"trajectory shard {path} does not exist") from None
+    except (OSError, PathError) as e:
+        raise DataError(str(e) if isinstance(e, PathError) else f"{path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"trajectory shard {path} is not a regular file: refused")
+    if st.st_size > MAX_SHARD_BYTES:
+        raise DataError(
+            f"trajectory shard {path} is {st.st_size} bytes, more than {MAX_SHARD_BYTES}"
+        )
+
+
 def _open_shard(path: Path) -> pq.ParquetFile:
     """Open and check a shard; every failure is a DataError naming the file."""
+    _check_file(path)
     try:
         pf = pq.ParquetFile(path)
         schema = pf.schema_arrow  # built anew on every access: take it once
         meta = schema.metadata or {}
+        md = pf.metadata
+        decoded = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
     except FileNotFoundError:
         raise DataError(f"trajectory shard {path} does not exist") from None
     except Exception as e:
         raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
+    if decoded > MAX_SHARD_DECODED:
+        raise DataError(
+            f"trajectory shard {path} claims {decoded} bytes of data, more than "
+            f"{MAX_SHARD_DECODED}: refused"
+        )
     version = meta.get(META_VERSION)
     if version is None:
         raise DataError(f"{path} is not a devicerl trajectory shard (no store version)")
@@ -274,11 +307,19 @@ class TrajectoryStore:
 
     def _load_manifests(self) -> None:
         for m in sorted(self.folder.glob(MANIFEST_GLOB)):
+            if not is_regular(m, within=self.folder):
+                logger.warning("ignoring %s: not a regular file of the store", m)
+                continue
             size = m.stat().st_size
             if self._manifests_seen.get(m.name) == size:
                 continue
             self._manifests_seen[m.name] = size
-            for line in m.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                data = read_bytes(m, MAX_MANIFEST_BYTES, within=self.folder, what="manifest")
+            except DataError as e:
+                logger.warning("ignoring manifest: %s", e)
+                continue
+            for line in data.decode("utf-8", errors="replace").splitlines():
                 try:
                     e = json.loads(line)
                     self._hashes[str(e["shard"])] = (int(e["size"]), str(e["sha256"]))
@@ -288,6 +329,7 @@ class TrajectoryStore:
     def verify(self, path: Path) -> None:
         """Raise `DataError` when the shard does not match its size and sha256 in the
         manifest (checked once per store object; unlisted shards pass unchecked)."""
+        _check_file(path)
         try:
             st = path.stat()
         except FileNotFoundError:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from devicerl.errors import ConfigError, DataError
+from devicerl.files import read_text
 
 logger = logging.getLogger(__name__)
 
@@ -161,11 +162,15 @@ class MetricsLogger:
         self.close()
 
 
+#: The largest ``metrics.jsonl`` read back (a long run writes a few MB).
+MAX_METRICS_BYTES = 1 << 30
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """Records of a ``metrics.jsonl``. A torn last line (a crash mid-write) is ignored; a bad
     line elsewhere raises `DataError` naming the file and line."""
     p = Path(path)
-    lines = p.read_text(encoding="utf-8").splitlines()
+    lines = read_text(p, MAX_METRICS_BYTES, within=p.parent, what="metrics file").splitlines()
     out = []
     for i, line in enumerate(lines):
         if not line.strip():
@@ -174,6 +179,15 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
             rec = json.loads(line)
             if not isinstance(rec, dict) or "step" not in rec:
                 raise ValueError("not a metrics record")
+            step = rec["step"]
+            if isinstance(step, bool) or not isinstance(step, (int, float)):
+                raise ValueError(f"step {step!r:.40} is not a number")
+            if not (math.isfinite(step) and 0 <= step <= 2**63 - 1):
+                raise ValueError(f"step {step} is not a finite count")
+            rec = {  # a value that is no finite number is no point of a curve (the writer's None)
+                k: None if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in rec.items()
+            }
         except ValueError as e:
             if i == len(lines) - 1:
                 logger.warning("%s:%d: ignoring a torn last line", p, i + 1)

@@ -3,17 +3,23 @@
 - ``success.png``: every ``*/success_rate`` metric against env steps; when the run logged none,
   a rolling success rate computed from the stored episodes (truncated ones excluded).
 - ``losses.png``: every metric whose name contains ``loss``.
-- ``metrics-<namespace>.png``: the remaining metrics of each namespace (``pool``, ``train``, ...).
+- ``metrics-<namespace>.png``: the remaining metrics of each namespace (``pool``, ``train``, ...;
+  at most `MAX_FIGURES` of them); a file name is made from the namespace (`safe_name`), never
+  taken from it: metric names come from a run folder's data.
 """
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from devicerl.files import safe_name, write_bytes
+
 MAX_PANELS = 12
+MAX_FIGURES = 24
 
 
 def _series(records: Sequence[dict[str, Any]]) -> dict[str, tuple[list[int], list[float]]]:
@@ -47,9 +53,10 @@ def _figure(panels: dict[str, tuple[list[int], list[float]]], title: str, path: 
         ax.axis("off")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
     plt.close(fig)
-    return path
+    return write_bytes(path, buf.getvalue())
 
 
 def success_from_episodes(index: Any, window: int | None = None) -> tuple[list[int], list[float]]:
@@ -92,6 +99,7 @@ def learning_curves(
     for k, v in series.items():
         if k not in success and k not in losses:
             rest[k.split("/", 1)[0]][k] = v
-    for ns, panels in sorted(rest.items()):
-        written.append(_figure(panels, ns, out / f"metrics-{ns}.png"))
+    for ns, panels in sorted(rest.items())[:MAX_FIGURES]:
+        name = ns if ns.isalnum() and len(ns) <= 32 else safe_name(ns, max_len=40)
+        written.append(_figure(panels, ns, out / f"metrics-{name}.png"))
     return written

@@ -9,10 +9,12 @@ a command calls it before it creates or locks a run folder.
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 from devicerl.envs.registry import check_options, lookup
 from devicerl.errors import ConfigError, DeviceRLError
+from devicerl.files import is_regular
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.tasks import resolve
 
@@ -57,8 +59,41 @@ def _check_agent(cfg: TrainConfig) -> None:
 
 
 def _check_offline(cfg: TrainConfig) -> None:
+    """Each part of ``offline_data`` is usable: a store (or run folder) holding episodes, or a
+    torch file (a zip archive with a pickle, as ``torch.save`` writes), so a run is not created
+    for data it cannot read."""
     if cfg.mode not in ("offline", "off2on"):
         return
+    from devicerl.data.store import TrajectoryStore
+    from devicerl.runtime.run_dir import find_store
+
     for part in (p.strip() for p in (cfg.offline_data or "").split(",")):
-        if part and not Path(part).exists():
+        if not part:
+            continue
+        path = Path(part)
+        if not path.exists():
             raise ConfigError(f"offline_data: {part} does not exist")
+        if part.endswith(".pt"):
+            _check_torch_file(path)
+            continue
+        try:
+            episodes = TrajectoryStore(find_store(path)).index().num_rows
+        except DeviceRLError as e:
+            raise ConfigError(f"offline_data: {e}") from None
+        if not episodes:
+            raise ConfigError(f"offline_data: {part} holds no trajectories")
+
+
+def _check_torch_file(path: Path) -> None:
+    if not is_regular(path):
+        raise ConfigError(f"offline_data: {path} is not a regular file")
+    try:
+        with zipfile.ZipFile(path) as z:
+            pickled = any(n.endswith("data.pkl") for n in z.namelist())
+    except (zipfile.BadZipFile, OSError):
+        pickled = False
+    if not pickled:
+        raise ConfigError(
+            f"offline_data: {path} is not a torch file (DigiRL trajectories are saved with "
+            "torch.save)"
+        )

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from devicerl.errors import RunError
+from devicerl.errors import DataError, RunError
+from devicerl.files import check_output, read_text, write_json
 from devicerl.runtime.run_lock import LOCK_NAME, RunLock
 
 if TYPE_CHECKING:
@@ -51,6 +52,9 @@ class RunDir:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock: RunLock | None = None
+        #: Whether this process made the folder (a run refused at start removes it, else only
+        #: empties it).
+        self.made_folder = False
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
@@ -90,9 +94,14 @@ class RunDir:
         """Whether the folder holds anything a run writes."""
         return any((self.path / m).exists() for m in self.MARKERS)
 
-    def check_new(self, overwrite: bool = False) -> None:
-        """Raise `RunError` unless a new run may start here (writes nothing)."""
+    def check_new(
+        self, overwrite: bool = False, *, resumable: bool = True, overwritable: bool = True
+    ) -> None:
+        """Raise `RunError` unless a new run may start here (writes nothing): the path can be
+        made (names fit, the folder above is writable) and holds no run, unless
+        ``overwrite`` (then only a run folder is accepted, to be deleted)."""
         p = self.path
+        check_output(p, what="run folder", error=RunError)
         if not p.exists():
             return
         if not p.is_dir():
@@ -100,12 +109,20 @@ class RunDir:
         if all(e.name == LOCK_NAME for e in p.iterdir()):
             return
         if not overwrite:
-            raise RunError(
-                f"run folder {p} already exists: continue it with --resume {p}, or start "
-                f"over with --overwrite (deletes it), or choose another --out"
-            )
+            how = [f"continue it with --resume {p}"] if resumable else []
+            how += ["start over with --overwrite (deletes it)"] if overwritable else []
+            how.append("choose another --out")
+            raise RunError(f"run folder {p} already exists: {', or '.join(how)}")
         if not self.is_run():
             raise RunError(f"{p} is not a run folder (no {self.CONFIG}); --overwrite refuses it")
+
+    def untouched(self) -> bool:
+        """Whether the run has stored no episode and published no checkpoint (nothing to resume
+        from or look at: what a run refused at start leaves)."""
+        shards = self.trajectories.glob("shard-*.parquet") if self.trajectories.is_dir() else ()
+        if any(True for _ in shards):
+            return False
+        return not (self.checkpoints.is_dir() and any(self.checkpoints.iterdir()))
 
     def start_new(self, overwrite: bool = False) -> RunDir:
         """Create the folder for a new run and lock it; ``overwrite`` deletes a previous run
@@ -155,14 +172,12 @@ class RunDir:
     def save_config(self, config: Any) -> Path:
         """Write the resolved config (secrets redacted) as ``config.yaml``, and the code's
         provenance beside it (``provenance.json``)."""
-        import json
-
         from devicerl.config import save_config
         from devicerl.runtime.provenance import FILE, provenance
 
         save_config(config, self.config_path)
         self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / FILE).write_text(json.dumps(provenance(), indent=2), encoding="utf-8")
+        write_json(self.path / FILE, provenance())
         return self.config_path
 
     def provenance(self) -> dict[str, Any]:
@@ -172,7 +187,14 @@ class RunDir:
         from devicerl.runtime.provenance import FILE
 
         path = self.path / FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not (path.exists() or path.is_symlink()):
+            return {}
+        text = read_text(path, 1 << 20, within=self.path, what="provenance file")
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise DataError(f"{path} is not JSON: {e}") from None
+        return data if isinstance(data, dict) else {}
 
     def load_config(self, cls: type[T], overrides: list[str] | None = None) -> T:
         """The saved config (for resuming), with optional dotted overrides on top.
@@ -207,7 +229,8 @@ class RunDir:
     def read_metrics(self) -> list[dict[str, Any]]:
         from devicerl.runtime.metrics import read_metrics
 
-        return read_metrics(self.metrics_path) if self.metrics_path.exists() else []
+        path = self.metrics_path
+        return read_metrics(path) if path.exists() or path.is_symlink() else []
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint_manager(self, keep: int = 3) -> CheckpointManager:

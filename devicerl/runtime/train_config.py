@@ -258,7 +258,8 @@ class TrainConfig:
         default=16, metadata={"help": "K: new trajectories per iteration", "min": 1}
     )
     replay_capacity: int = field(
-        default=2000, metadata={"help": "trajectories kept in the replay buffer", "min": 1}
+        default=2000,
+        metadata={"help": "trajectories kept in the replay buffer", "min": 1, "max": 10_000_000},
     )
     env_steps: int = field(
         default=20_000, metadata={"help": "online budget of env steps", "min": 1}

@@ -2,10 +2,20 @@
 
 One folder (``RUN/report/`` by default) with ``index.html``, ``img/`` (screenshots, JPEG,
 downscaled) and ``curves/`` (learning-curve PNGs). For each episode (newest first, at most
-``max_episodes``): every screenshot with the action drawn over it in SVG (a circle for a tap,
-an arrow for a swipe), the action, reward, the judge's verdict and the model's text; filters by
-task and outcome in a few lines of inline JavaScript. No server and no network are needed:
-open ``index.html`` in a browser.
+``max_episodes``): a screen for every step with the action drawn over it in SVG (a circle for a
+tap, an arrow for a swipe), the action, reward, the judge's verdict and the model's text;
+filters by task and outcome in a few lines of inline JavaScript. No server and no network are
+needed: open ``index.html`` in a browser.
+
+The screen is the stored screenshot or, for steps stored without one (DOM-only browser runs,
+imports without images), a wireframe drawn from the stored UI elements: each element's box,
+its role and its text, clickable, editable and focused ones told apart by colour.
+
+The stores it reads are data users exchange, so nothing in them chooses a path or reaches the
+page unescaped: image names are made from a hash of the episode id, every text and attribute is
+escaped, and the report folder is the viewer's own: it must be new, empty, or a report it wrote
+before (``.devicerl-report.json`` lists the files it wrote); it writes only there, never through
+a link, and deletes only files of that list.
 """
 
 from __future__ import annotations
@@ -13,8 +23,9 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
+import re
 import string
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,12 +35,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action, ActionType
-from devicerl.secrets import scrub
+from devicerl.errors import DataError, PathError
+from devicerl.files import check_output, read_text, safe_name, write_bytes, write_text
 
 if TYPE_CHECKING:  # the heavy modules load in build_report, so `devicerl --help` stays fast
     import numpy as np
 
-    from devicerl.records import Observation, Trajectory
+    from devicerl.records import Observation, Trajectory, UIElement
 
 
 @dataclass
@@ -60,7 +72,7 @@ class Report:
     episodes_shown: int
     episodes_total: int
     curves: list[Path]
-    bad_shards: dict[Path, str]
+    bad_shards: dict[str, str]  #: what was skipped (shards, a metrics file), and why
 
 
 #: Every outcome label, listed in the filter even when no episode has it yet.
@@ -74,20 +86,103 @@ def outcome(t: Trajectory) -> str:
     return t.end_reason.value if t.end_reason is not None else "running"
 
 
+#: The report folder's list of the files the viewer wrote there (what it may replace or delete).
+MANIFEST = ".devicerl-report.json"
+#: The only paths a report holds: its page, its images, its curves.
+_OWN = re.compile(r"^(index\.html|img/[A-Za-z0-9_.-]+\.(jpg|png)|curves/[A-Za-z0-9_.-]+\.png)$")
+_SUBFOLDERS = ("img", "curves")
+#: Text the page shows from files of the run folder, at most this long.
+MAX_TABLE_BYTES = 1 << 20
+
+
+class ReportFolder:
+    """The folder a report goes to: new, empty, or a report the viewer wrote before.
+
+    Every path written is one the viewer named (`path`, checked against `_OWN`) and is written
+    by replacing the entry (a link planted there is replaced, not followed); `finish` deletes
+    the previous report's files that this one did not write again (only names in its
+    manifest), then writes the new manifest."""
+
+    def __init__(self, folder: Path) -> None:
+        check_output(folder, what="report folder")
+        self.folder = folder
+        self.previous = self._previous()
+        self.written: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _previous(self) -> list[str]:
+        if not self.folder.is_dir():
+            return []
+        entries = {e.name for e in self.folder.iterdir()}
+        if not entries:
+            return []
+        if MANIFEST not in entries:
+            raise PathError(
+                f"report folder {self.folder} holds files devicerl view did not write (no "
+                f"{MANIFEST}): choose a new or empty folder with --out"
+            )
+        try:
+            listed = json.loads(read_text(self.folder / MANIFEST, 1 << 24, within=self.folder))
+        except (DataError, ValueError) as e:
+            raise PathError(f"report folder {self.folder}: unreadable {MANIFEST}: {e}") from None
+        if not isinstance(listed, list):
+            raise PathError(f"report folder {self.folder}: {MANIFEST} is not a list of files")
+        return [p for p in listed if isinstance(p, str) and _OWN.match(p)]
+
+    def subfolder(self, name: str) -> Path:
+        """``img`` or ``curves``, created as a real folder (a link there is refused)."""
+        path = self.folder / name
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise PathError(f"report folder {self.folder}: {name} is not a folder: refused")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def path(self, rel: str) -> Path:
+        """The path of a file the viewer writes (a relative name it made), recorded."""
+        if not _OWN.match(rel):
+            raise ValueError(f"the viewer names no file {rel!r}")
+        with self._lock:
+            self.written.add(rel)
+        return self.folder / rel
+
+    def record(self, path: Path) -> str:
+        """Record a file written under the folder by a helper (the curves); its name."""
+        rel = path.relative_to(self.folder).as_posix()
+        self.path(rel)
+        return rel
+
+    def finish(self) -> None:
+        for rel in set(self.previous) - self.written:
+            path = self.folder / rel
+            if path.is_symlink() or path.is_file():
+                path.unlink()  # never follows a link: removes the entry itself
+        for name in _SUBFOLDERS:
+            sub = self.folder / name
+            if sub.is_dir() and not sub.is_symlink() and not any(sub.iterdir()):
+                sub.rmdir()
+        write_text(self.folder / MANIFEST, json.dumps(sorted(self.written), indent=0))
+
+
 class _Images:
-    """Writes screenshots as downscaled JPEGs, once per distinct array of an episode."""
+    """Writes screenshots as downscaled JPEGs, once per distinct array of an episode, under
+    names the viewer makes from the episode id's hash."""
 
-    def __init__(self, folder: Path, max_side: int, quality: int) -> None:
-        self.folder, self.max_side, self.quality = folder, max_side, quality
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, out: ReportFolder, max_side: int, quality: int) -> None:
+        self.out, self.max_side, self.quality = out, max_side, quality
+        self.folder = out.subfolder("img")
 
-    def write(self, pixels: np.ndarray, name: str) -> tuple[str, int, int]:
+    def write(self, pixels: np.ndarray, episode_id: str, index: int) -> tuple[str, int, int]:
+        import io
+
         from PIL import Image
 
+        rel = f"img/{safe_name(episode_id, max_len=40)}-{index}.jpg"
         img = Image.fromarray(pixels)
         img.thumbnail((self.max_side, self.max_side))
-        img.save(self.folder / name, format="JPEG", quality=self.quality)
-        return f"{self.folder.name}/{name}", pixels.shape[1], pixels.shape[0]
+        buf = io.BytesIO()
+        img.save(buf, format="JPEG", quality=self.quality)
+        write_bytes(self.out.path(rel), buf.getvalue())
+        return rel, pixels.shape[1], pixels.shape[0]
 
 
 def _marks(action: Action | None, w: float, h: float) -> str:
@@ -105,16 +200,108 @@ def _marks(action: Action | None, w: float, h: float) -> str:
     )
 
 
-def _screen(obs: Observation, image: tuple[str, int, int] | None, action: Action | None) -> str:
+#: Elements a wireframe draws at most (the largest first); text per element at most.
+WIRE_ELEMENTS = 300
+WIRE_TEXT = 80
+
+
+def _wire_size(obs: Observation) -> tuple[float, float]:
+    """The screen size to draw: the stored one, else what the element boxes span."""
+    w, h = obs.screen_size
+    if min(w, h) > 0:
+        return float(w), float(h)
+    right = max((e.bbox[2] for e in obs.elements), default=0.0)
+    bottom = max((e.bbox[3] for e in obs.elements), default=0.0)
+    return (float(right), float(bottom)) if min(right, bottom) > 0 else (90.0, 160.0)
+
+
+def _labelled(elements: list[UIElement]) -> set[int]:
+    """Indexes of the elements whose text the wireframe writes: those with text and no element
+    with text inside them (a container's text is its children's, written by them)."""
+    texts = [i for i, e in enumerate(elements) if (e.text or e.value).strip()]
+    out = set()
+    for i in texts:
+        left, top, right, bottom = elements[i].bbox
+        inner = any(
+            j != i
+            and elements[j].area < elements[i].area
+            and left <= elements[j].bbox[0]
+            and top <= elements[j].bbox[1]
+            and elements[j].bbox[2] <= right
+            and elements[j].bbox[3] <= bottom
+            for j in texts
+        )
+        if not inner:
+            out.add(i)
+    return out
+
+
+def _wire_element(e: UIElement, w: float, h: float, labelled: bool) -> str:
+    left, top, right, bottom = (float(v) for v in e.bbox)
+    left, top = max(0.0, left), max(0.0, top)
+    right, bottom = min(w, right), min(h, bottom)
+    bw, bh = right - left, bottom - top
+    if bw < 1 or bh < 1:
+        return ""
+    kind = "edit" if e.editable else "click" if e.clickable else "box"
+    cls = f"el {kind}" + (" focus" if e.focused else "")
+    role = html.escape(_short(e.role or "", 24))
+    text = " ".join((e.text or e.value or "").split())
+    title = html.escape(_short(text, WIRE_TEXT))
+    label = title if labelled else ""
+    rect = (
+        f'<rect class="{cls}" x="{left:.1f}" y="{top:.1f}" width="{bw:.1f}" height="{bh:.1f}">'
+        f"<title>{role}: {title}</title></rect>"
+    )
+    if not label or bh < 5:
+        return rect
+    size = max(4.0, min(11.0, bh * 0.7, h / 18))
+    return (
+        f'{rect}<svg x="{left:.1f}" y="{top:.1f}" width="{bw:.1f}" height="{bh:.1f}">'
+        f'<text x="2" y="{min(bh - 1, (bh + size * 0.7) / 2):.1f}" font-size="{size:.1f}">'
+        f"{label}</text></svg>"
+    )
+
+
+def _wireframe(obs: Observation | None) -> tuple[str, float, float]:
+    """An SVG drawing of the screen from its stored UI elements (the page when no screenshot
+    was stored), and its size."""
+    if obs is None:
+        w, h, elements = 90.0, 160.0, []
+    else:
+        (w, h), elements = _wire_size(obs), obs.elements
+    shown = sorted(elements, key=lambda e: -e.area)[:WIRE_ELEMENTS]
+    labelled = _labelled(shown)
+    body = "".join(_wire_element(e, w, h, i in labelled) for i, e in enumerate(shown))
+    if not body:
+        note = "no screen stored" if obs is None else "no UI elements"
+        body = (
+            f'<text class="none" x="{w / 2:.1f}" y="{h / 2:.1f}" font-size="{max(4, w / 14):.1f}"'
+            f' text-anchor="middle">{note}</text>'
+        )
+    svg = (
+        f'<svg class="wire" viewBox="0 0 {w:.1f} {h:.1f}" preserveAspectRatio="none" '
+        f'role="img" aria-label="wireframe of the screen">'
+        f'<rect class="page" x="0" y="0" width="{w:.1f}" height="{h:.1f}"/>{body}</svg>'
+    )
+    return svg, w, h
+
+
+def _screen(
+    obs: Observation | None, image: tuple[str, int, int] | None, action: Action | None
+) -> str:
+    """The screen of one step: its screenshot, else a wireframe of its UI elements; the
+    action drawn over it."""
     if image is not None:
         src, w, h = image
         body = f'<img src="{html.escape(src)}" alt="screenshot" loading="lazy">'
+        kind = "shot"
     else:
-        w, h = obs.screen_size if min(obs.screen_size) > 0 else (9, 16)
-        body = '<div class="noshot">no screenshot</div>'
-    svg = f'<svg class="marks" viewBox="0 0 {w} {h}" preserveAspectRatio="none">'
+        body, w, h = _wireframe(obs)
+        kind = "shot wired"
+    svg = f'<svg class="marks" viewBox="0 0 {w:g} {h:g}" preserveAspectRatio="none">'
     marks = _marks(action, w, h)
-    return f'<div class="shot" style="aspect-ratio:{w}/{h}">{body}{svg}{marks}</svg></div>'
+    return f'<div class="{kind}" style="aspect-ratio:{w:g}/{h:g}">{body}{svg}{marks}</svg></div>'
 
 
 def _kv(d: dict[str, Any] | None) -> str:
@@ -153,7 +340,7 @@ def _step_html(i: int, t: Trajectory, images: list[tuple[str, int, int] | None])
 def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> str:
     label = outcome(t)
     steps = "".join(_step_html(i, t, images) for i in range(t.length))
-    if t.final_observation is not None:
+    if t.final_observation is not None or not t.steps:
         final = _screen(t.final_observation, images[-1], None)
         steps += f'<figure class="step final">{final}<figcaption>final</figcaption></figure>'
     cause = f" ({html.escape(t.truncation_cause)})" if t.truncation_cause else ""
@@ -161,15 +348,16 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
     # a league run: the policy that played it (a single-policy run's is "agent")
     policy = t.plan.policy if t.plan is not None and t.plan.policy != "agent" else None
     played = f"policy {html.escape(str(policy))}, " if policy else ""
+    label = html.escape(label, quote=True)
     head = (
         f'<h2><span class="badge {label}">{label}</span>{cause} {html.escape(t.task)} '
-        f"<small>{played}{t.length} steps, reward {t.total_reward:g}, seed {t.seed}, "
-        f"episode {t.episode_id[:12]}</small></h2>"
-        f'<p class="instr">{html.escape(t.instruction)}</p>{verdict}'
+        f"<small>{played}{t.length} steps, reward {t.total_reward:g}, "
+        f"seed {html.escape(str(t.seed))}, episode {html.escape(t.episode_id[:12])}</small></h2>"
+        f'<p class="instr">{html.escape(t.instruction or "")}</p>{verdict}'
     )
     return (
         f'<section class="episode" data-task="{html.escape(t.task, quote=True)}" '
-        f'data-outcome="{label}" data-episode="{t.episode_id}">{head}'
+        f'data-outcome="{label}" data-episode="{html.escape(t.episode_id, quote=True)}">{head}'
         f'<div class="steps">{steps}</div></section>'
     )
 
@@ -185,7 +373,7 @@ def _episode_images(t: Trajectory, images: _Images) -> list[tuple[str, int, int]
             out.append(None)
             continue
         if id(px) not in written:
-            written[id(px)] = images.write(px, f"{t.episode_id[:16]}-{i}.jpg")
+            written[id(px)] = images.write(px, t.episode_id, i)
         out.append(written[id(px)])
     return out
 
@@ -206,14 +394,12 @@ def build_report(
 
     cfg = config or ViewConfig()
     run_dir = RunDir(run)
-    out_dir = Path(out) if out is not None else run_dir.report
+    out = ReportFolder(Path(out) if out is not None else run_dir.report)  # before any work
     store = TrajectoryStore(find_store(run), skip_bad=cfg.skip_bad)
     index = store.index()
     ids = index.column("episode_id").to_pylist()
     shown = ids[-cfg.max_episodes :] if cfg.max_episodes else ids
-    for sub in ("img", "curves"):
-        shutil.rmtree(out_dir / sub, ignore_errors=True)
-    images = _Images(out_dir / "img", cfg.image_max_side, cfg.image_quality)
+    images = _Images(out, cfg.image_max_side, cfg.image_quality)
     place = {episode_id: i for i, episode_id in enumerate(reversed(shown))}  # newest first
     rendered: list[_Rendered | None] = [None] * len(place)
     with RateProgress("view", total=len(place)) as bar:
@@ -223,9 +409,16 @@ def build_report(
     done = [r for r in rendered if r is not None]
     counted = [r for r in done if r.counted]
     wins = sum(r.outcome == "success" for r in counted)
-    curves = (
-        learning_curves(run_dir.read_metrics(), out_dir / "curves", index) if cfg.curves else []
-    )
+    problems = {str(path): msg for path, msg in store.bad_shards.items()}
+    curves: list[Path] = []
+    if cfg.curves:
+        try:
+            records = run_dir.read_metrics()
+        except DataError as e:  # a damaged or foreign metrics file costs only the curves
+            problems[str(run_dir.metrics_path)] = str(e)
+            records = []
+        curves = learning_curves(records, out.subfolder("curves"), index)
+    curve_names = [out.record(p) for p in curves]
     page = _page(
         title=str(run_dir.path),
         sections=[r.html for r in done],
@@ -233,21 +426,25 @@ def build_report(
         outcomes=[*OUTCOMES, *sorted({r.outcome for r in done} - set(OUTCOMES))],
         total=len(ids),
         success=(wins / len(counted)) if counted else None,
-        curves=[p.relative_to(out_dir).as_posix() for p in curves],
-        bad=store.bad_shards,
-        league=_league_table(run_dir.path),
+        curves=curve_names,
+        bad=problems,
+        league=_league_table(run_dir.path, problems),
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / ".index.html.tmp"
-    tmp.write_text(scrub(page), encoding="utf-8")  # stores written before the scrubber too
-    tmp.replace(out_dir / "index.html")
-    return Report(out_dir / "index.html", len(done), len(ids), curves, dict(store.bad_shards))
+    write_text(out.path("index.html"), page)  # scrubbed: stores written before the scrubber too
+    out.finish()
+    return Report(out.folder / "index.html", len(done), len(ids), curves, problems)
 
 
-def _league_table(run: Path) -> str:
+def _league_table(run: Path, problems: dict[str, str]) -> str:
     """The league table a league run wrote beside its saved league (empty: not a league)."""
     path = run / "league" / "table.txt"
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+    if not (path.exists() or path.is_symlink()):
+        return ""
+    try:
+        return read_text(path, MAX_TABLE_BYTES, within=run, what="league table")
+    except DataError as e:
+        problems[str(path)] = str(e)
+        return ""
 
 
 @dataclass
@@ -296,12 +493,12 @@ def _page(
     total: int,
     success: float | None,
     curves: list[str],
-    bad: dict[Path, str],
+    bad: dict[str, str],
     league: str = "",
 ) -> str:
     rate = f"{success:.1%}" if success is not None else "n/a"
     bad_html = "".join(f"<li>{html.escape(msg)}</li>" for msg in bad.values())
-    bad_html = f'<ul class="bad">skipped shards: {bad_html}</ul>' if bad_html else ""
+    bad_html = f'<ul class="bad">skipped: {bad_html}</ul>' if bad_html else ""
     if league:  # a league run: its table above the episodes
         bad_html += (
             f'<section id="league"><h2>League</h2><pre>{html.escape(league)}</pre></section>'

@@ -10,10 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from devicerl.errors import TaskError
+from devicerl.files import read_text
 from devicerl.tasks.base import Task
 
 #: Step budgets used by DigiRL: 10 for General, 20 for Web Shopping.
 DEFAULT_MAX_STEPS = {"general": 10, "webshop": 20}
+#: The largest instruction list read (DigiRL's are a few hundred KB).
+MAX_LIST_BYTES = 64 << 20
 
 
 def load_instruction_list(
@@ -21,10 +24,7 @@ def load_instruction_list(
 ) -> list[Task]:
     """Tasks named ``<suite>/<index>`` from a file with one instruction per line."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise TaskError(f"cannot read instruction list {p}: {e.strerror}") from None
+    lines = read_text(p, MAX_LIST_BYTES, what="instruction list", error=TaskError).splitlines()
     stem = p.stem
     suite = suite or f"aitw/{stem}"
     family = stem.split("_", 1)[0]

@@ -2,8 +2,9 @@
 
 ``resolve("miniwob")`` gives a whole suite, ``resolve("miniwob/click-*")`` a glob over task
 names, ``resolve("miniwob-dev")`` a named split, ``resolve("path/to/list.txt")`` an instruction
-list (one instruction per line). Several specs may be joined with commas or given as a list.
-Suites load lazily, so listing names never starts a browser or imports heavy packages.
+list (one instruction per line), ``resolve("path/to/suite.yaml")`` (or ``.jsonl``) the tasks a
+suite file declares (`devicerl.tasks.custom`). Several specs may be joined with commas or given
+as a list. Suites load lazily, so listing names never starts a browser or imports heavy packages.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ def _resolve_one(spec: str) -> list[Task]:
         return resolve(list(_SPLITS[spec]))
     if spec in _SUITES:
         return suite_tasks(spec)
+    if spec.lower().endswith((".yaml", ".yml", ".jsonl")):
+        from devicerl.tasks.custom import load_suite
+
+        return load_suite(spec)
     if spec.endswith(".txt") or Path(spec).is_file():
         from devicerl.tasks.aitw import load_instruction_list
 

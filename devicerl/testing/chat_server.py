@@ -5,7 +5,8 @@ For tests and dry runs of the API agent and the VLM judge: it speaks the OpenAI
 body), and can inject faults. A reply is produced by ``responder(body) -> Reply | str``; or
 queue scripted replies with `ScriptedChatServer.push` (they are used first, in order).
 
-Reply kinds: ``Reply(text=...)`` (a normal completion), ``Reply(status=429, headers=...)``,
+Reply kinds: ``Reply(text=...)`` (a normal completion), ``Reply(status=429, headers=...)``
+(with ``text``: the error body's message),
 ``Reply(status=500)``, ``Reply(delay_s=5)`` (answers late, to trip client timeouts),
 ``Reply(garbage=True)`` (HTTP 200 with a body that is not JSON), ``Reply(drop=True)`` (closes
 the connection without answering).
@@ -110,7 +111,8 @@ class ScriptedChatServer:
             self._send(h, 200, b"<html>definitely not json", {})
             return
         if reply.status != 200:
-            payload = json.dumps({"error": {"message": f"scripted {reply.status}"}}).encode()
+            message = reply.text or f"scripted {reply.status}"  # an error body may echo input
+            payload = json.dumps({"error": {"message": message}}).encode()
             self._send(h, reply.status, payload, reply.headers)
             return
         payload = json.dumps(
