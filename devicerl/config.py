@@ -406,7 +406,7 @@ def config_source(spec: str | Path) -> Path:
     """The config file `spec` names: an existing file, else a shipped setup by name (with or
     without ``.yaml``); `ConfigError` naming the choices otherwise."""
     path = Path(spec)
-    if path.is_file():
+    if path.is_file() or path.exists():  # any other kind of file: the loader names it
         return path
     shipped = shipped_configs()
     name = path.name.removesuffix(".yaml") if path.parent == Path(".") else None

@@ -49,13 +49,12 @@ def test_every_number_of_every_config_is_finite_and_fits(cls, key, tp) -> None:
         ("seed=9223372036854775808", "seed=9223372036854775808: must be in [0, 9223372036854775807]"),  # noqa: E501
         ("seed=-1", "seed=-1: must be >= 0"),
         ("eval.seed=1.0e+19", "eval.seed=10000000000000000000: must be in [0, 9223372036854775807]"),  # noqa: E501
-        ("digirl.actor.lr=.inf", "digirl.actor.lr=inf: must be a finite number"),
+        ("actor.lr=.inf", "actor.lr=inf: must be a finite number"),
         ("digirl.top_p=.nan", "digirl.top_p=nan: must be a finite number"),
         ("env.kwargs={a: {b: [1, .nan]}}", "env.kwargs.a.b[1]=nan: must be a finite number"),
         ("env.kwargs={n: 99999999999999999999}", "env.kwargs.n=99999999999999999999: must fit in 64 bits (in [-9223372036854775808, 9223372036854775807])"),  # noqa: E501
-        ("digirl.actor.batch_size=1000000000", "digirl.actor.batch_size=1000000000: must be <= replay_capacity (2000)"),  # noqa: E501
-        ("digirl.critic.batch_size=2001", "digirl.critic.batch_size=2001: must be <= replay_capacity (2000)"),  # noqa: E501
-        ("filtered_bc.actor.batch_size=1000000000", "filtered_bc.actor.batch_size=1000000000: must be <= replay_capacity (2000)"),  # noqa: E501
+        ("actor.batch_size=1000000000", "actor.batch_size=1000000000: must be <= replay_capacity (2000)"),  # noqa: E501
+        ("critic.batch_size=2001", "critic.batch_size=2001: must be <= replay_capacity (2000)"),
         ("replay_capacity=1000000000000", "replay_capacity=1000000000000: must be in [1, 10000000]"),  # noqa: E501
         ("trajectories_per_iter=-3", "trajectories_per_iter=-3: must be >= 1"),
     ],
@@ -70,28 +69,28 @@ def test_the_largest_seed_and_a_batch_the_replay_holds_are_accepted() -> None:
     cfg = load_config(
         TrainConfig,
         None,
-        [f"seed={2**63 - 1}", "replay_capacity=100", "digirl.actor.batch_size=100"],
+        [f"seed={2**63 - 1}", "replay_capacity=100", "actor.batch_size=100"],
     )
-    assert cfg.seed == 2**63 - 1 and cfg.digirl.actor.batch_size == 100
+    assert cfg.seed == 2**63 - 1 and cfg.actor.batch_size == 100
 
 
 def test_batch_sizes_follow_the_replay_in_league_policies_too() -> None:
-    with pytest.raises(ConfigError, match=r"^policies.a.digirl.actor.batch_size=5000: must be <="):
+    with pytest.raises(ConfigError, match=r"^policies.a.actor.batch_size=5000: must be <="):
         load_config(
             TrainConfig,
             None,
-            ["policies={a: {digirl: {actor: {batch_size: 5000}}}}", "replay_capacity=4000"],
+            ["policies={a: {actor: {batch_size: 5000}}}", "replay_capacity=4000"],
         )
 
 
 def test_duplicate_keys_are_refused_at_every_level(tmp_path) -> None:
-    (tmp_path / "c.yaml").write_text("digirl:\n  actor:\n    lr: 0.1\n    lr: 0.2\n")
+    (tmp_path / "c.yaml").write_text("digirl:\n  rehearsal:\n    per_task: 1\n    per_task: 2\n")
     with pytest.raises(
-        ConfigError, match=r"line 4, column 5: duplicate key 'lr' \(first on line 3\)"
+        ConfigError, match=r"line 4, column 5: duplicate key 'per_task' \(first on line 3\)"
     ):
         load_config(TrainConfig, tmp_path / "c.yaml")
     (tmp_path / "merge.yaml").write_text(
-        "base: &b {lr: 0.1, updates: 3}\ndigirl:\n  actor:\n    <<: *b\n    lr: 0.2\n"
+        "base: &b {lr: 0.1, updates: 3}\nactor:\n  <<: *b\n  lr: 0.2\n"
     )  # a merge key's values may be overridden: that is no duplicate
     with pytest.raises(ConfigError, match="unknown config key 'base'"):
         load_config(TrainConfig, tmp_path / "merge.yaml")

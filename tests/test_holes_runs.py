@@ -33,15 +33,14 @@ def run(trained, tmp_path):
 
 def test_demo_never_writes_into_a_training_run(run, capsys) -> None:
     before = snapshot(run)
+    refused = (
+        f"devicerl demo: error: run folder {run} already exists: start over with --overwrite "
+        "(deletes it), or choose another --out"
+    )
     r = cli(capsys, "demo", "--synthetic", "--episodes", "2", "--out", run)
-    assert r.one_line() == (
-        f"devicerl demo: error: run folder {run} already exists: choose another --out"
-    )
+    assert r.one_line() == refused
     r = cli(capsys, "demo", "--budget", "10", "--out", run)
-    assert r.one_line() == (
-        f"devicerl demo: error: --out {run} is a run folder; a demo writes a comparison of runs "
-        "into a folder of its own: choose another --out"
-    )
+    assert r.one_line() == refused
     assert snapshot(run) == before
 
 
@@ -50,8 +49,11 @@ def test_demo_refuses_a_folder_of_other_files(tmp_path, capsys) -> None:
     (tmp_path / "thesis" / "chapter1.tex").write_text("months of work")
     r = cli(capsys, "demo", "--budget", "10", "--out", tmp_path / "thesis")
     assert r.one_line().endswith(
-        "holds files a demo did not write (chapter1.tex): choose a new or empty folder"
+        "already exists: start over with --overwrite (deletes it), or choose another --out"
     )
+    r = cli(capsys, "demo", "--budget", "10", "--overwrite", "--out", tmp_path / "thesis")
+    assert r.one_line().endswith("is not a run folder (no config.yaml); --overwrite refuses it")
+    assert (tmp_path / "thesis" / "chapter1.tex").read_text() == "months of work"
 
 
 @pytest.mark.parametrize("verb", ["eval", "collect"])
@@ -162,7 +164,7 @@ def test_input_refused_after_the_run_started_leaves_no_folder(tmp_path, capsys) 
         (["view", "{d}/store", "--out", "{d}/file.txt/r"], "report folder {d}/file.txt/r"),
         (["import-digirl", "{d}/a.pt", "--out", "/proc/imp"], "--out /proc/imp: folder /proc"),
         (["demo", "--synthetic", "--out", "{d}/file.txt/d"], "run folder {d}/file.txt/d"),
-        (["demo", "--out", "{d}/file.txt/d"], "--out {d}/file.txt/d: {d}/file.txt is not a"),
+        (["demo", "--out", "{d}/file.txt/d"], "run folder {d}/file.txt/d: {d}/file.txt is not a"),
         (["judge-eval", "{d}/store", "--json", "{d}"], "--json {d} is a folder, not a file"),
         (["judge-eval", "{d}/store", "--json", "/proc/r.json"], "--json /proc/r.json: folder"),
     ],

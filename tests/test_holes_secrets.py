@@ -67,8 +67,7 @@ def chat(prefix: str, url: str) -> list[str]:
         f"{prefix}.model=m",
         f"{prefix}.base_url={url}",
         f"{prefix}.api_key_env={KEY_VAR}",
-        f"{prefix}.backoff_s=0.001",
-        f"{prefix}.backoff_max_s=0.01",
+        f"{prefix}.max_retries=0",  # an echoed error ends the request at once
     ]
 
 

@@ -88,19 +88,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_out(path: str, overwrite: bool) -> None:
-    """Refuse an existing run in --out unless --overwrite (the demo does not resume)."""
-    from devicerl.errors import RunError
+    """Refuse an existing run in --out unless --overwrite (the demo does not resume), and any
+    other folder, with the run-folder rule of every verb."""
     from devicerl.runtime.run_dir import RunDir
 
-    try:
-        RunDir(path).check_new(overwrite)
-    except RunError as e:
-        if overwrite:
-            raise
-        raise RunError(
-            f"run folder {path} already exists: start over with --overwrite (deletes it), or "
-            "choose another --out"
-        ) from e
+    RunDir(path).check_new(overwrite, resumable=False)
 
 
 def demo_config(setup: str, budget: int, eval_episodes: int, seed: int) -> TrainConfig:
