@@ -191,8 +191,9 @@ class VLMAgent(TorchPolicy):
         else:
             for name, p in model.named_parameters():
                 p.requires_grad_(cfg.train_vision or not is_vision_module(name))
-        if cfg.gradient_checkpointing:
-            base.gradient_checkpointing_enable({"use_reentrant": False})
+        if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
+            enable = getattr(base, "activation_checkpointing_enable", None)
+            (enable or base.gradient_checkpointing_enable)({"use_reentrant": False})
         model.eval()
         return model
 

@@ -75,24 +75,22 @@ def image_only(cls: type) -> type:
 
 def load_processor(folder: str | Path) -> Any:
     """The model's processor (tokenizer + image processor + chat template) from ``folder``."""
+    import inspect
+
     import transformers
     from transformers import AutoProcessor
+    from transformers.utils import is_torchvision_available
 
     folder = Path(folder)
-    try:
-        return AutoProcessor.from_pretrained(str(folder))
-    except ImportError as e:  # a video processor that needs torchvision
-        if "torchvision" not in str(e).lower():
-            raise
-        name = _processor_class_name(folder)
-        cls = getattr(transformers, name, None) if name else None
-        if cls is None:
-            raise
+    name = _processor_class_name(folder)
+    cls = getattr(transformers, name, None) if name else None
+    if (
+        cls is not None
+        and not is_torchvision_available()
+        and "video_processor" in inspect.signature(cls.__init__).parameters
+    ):
         return image_only(cls).from_pretrained(str(folder))
-
-
-def save_processor(processor: Any, folder: Path) -> None:
-    processor.save_pretrained(str(folder))
+    return AutoProcessor.from_pretrained(str(folder))
 
 
 def is_vision_module(name: str) -> bool:
