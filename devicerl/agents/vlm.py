@@ -127,7 +127,7 @@ class VLMAgent(TorchPolicy):
         self.base_dir = str(Path(base_dir).resolve()) if base_dir is not None else None
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg.dtype, self.device)
-        self.system = system_text(cfg.output_format, cfg.precision)
+        self.system = cfg.system_prompt or system_text(cfg.output_format, cfg.precision)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.version = 0
         self._module: nn.Module | None = None

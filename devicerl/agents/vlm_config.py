@@ -101,6 +101,9 @@ class VLMConfig:
     image_size: tuple[int, int] | None = _opt(
         None, "(width, height) the screenshot is resized to before the processor (null: as is)"
     )
+    system_prompt: str | None = _opt(
+        None, "instructions replacing the generated ones (the action space and its format)"
+    )
     system_role: bool = _opt(
         True, "send the instructions as a system message (off: at the top of the user message, "
         "for chat templates without a system role)"
