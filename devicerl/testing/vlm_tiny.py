@@ -10,8 +10,8 @@ deepstack features, Idefics3's pixel shuffle, Gemma 3's pooled image tokens) at 
 trained on the agent's prompts and action texts, with the family's special tokens; the chat
 template is a short one in the family's format. For tests, smoke runs and benchmarks.
 
-`qwen2_5_vl_3b_config()` is Qwen2.5-VL-3B-Instruct's architecture at its real sizes (random
-weights), for memory and speed measurements on a GPU.
+`qwen2_5_vl_3b()` builds Qwen2.5-VL-3B-Instruct's architecture at its real sizes (random
+weights) in memory, for memory and speed measurements on a GPU.
 """
 
 from __future__ import annotations
@@ -299,11 +299,20 @@ def build_tiny_vlm(folder: str | Path, family: str = "qwen2_vl", seed: int = 0) 
     return folder
 
 
-def qwen2_5_vl_3b_config() -> Any:
-    """Qwen2.5-VL-3B-Instruct's architecture (its published config.json's sizes)."""
-    from transformers import Qwen2_5_VLConfig
+def qwen2_5_vl_3b(device: str = "cuda", dtype: Any = None) -> tuple[Any, Any]:
+    """(model, processor): Qwen2.5-VL-3B-Instruct's architecture at its real sizes (the sizes
+    of its published config.json) with random weights, built on ``device``, and a processor with
+    its image settings (14-pixel patches merged 2 x 2, up to 12.8 M pixels) around the tiny
+    tokenizer. For memory and speed measurements; nothing is downloaded."""
+    import torch
+    from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig, Qwen2_5_VLProcessor
+    from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil
 
-    return Qwen2_5_VLConfig(
+    from devicerl.agents.vlm_load import image_only
+
+    tok, _, tiny = _qwen("qwen2_5_vl")
+    text = tiny.text_config
+    config = Qwen2_5_VLConfig(
         text_config=dict(
             vocab_size=151936,
             hidden_size=2048,
@@ -318,8 +327,9 @@ def qwen2_5_vl_3b_config() -> Any:
                 "mrope_section": [16, 24, 24],
             },
             tie_word_embeddings=True,
-            bos_token_id=151643,
-            eos_token_id=151645,
+            bos_token_id=text.bos_token_id,
+            eos_token_id=text.eos_token_id,
+            pad_token_id=text.pad_token_id,
         ),
         vision_config=dict(
             depth=32,
@@ -331,5 +341,16 @@ def qwen2_5_vl_3b_config() -> Any:
             fullatt_block_indexes=[7, 15, 23, 31],
             tokens_per_second=2,
         ),
+        image_token_id=tiny.image_token_id,
+        video_token_id=tiny.video_token_id,
+        vision_start_token_id=tiny.vision_start_token_id,
+        vision_end_token_id=tiny.vision_end_token_id,
         tie_word_embeddings=True,
     )
+    with torch.device(device):
+        model = AutoModelForImageTextToText.from_config(config, dtype=dtype or torch.bfloat16)
+    image = Qwen2VLImageProcessorPil(
+        min_pixels=3136, max_pixels=12845056, patch_size=14, merge_size=2
+    )
+    processor = image_only(Qwen2_5_VLProcessor)(image, tok, chat_template=_QWEN_TEMPLATE)
+    return model, processor
