@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -176,9 +177,9 @@ def _cpu_family(family: str, seconds: float) -> dict[str, Any]:
 def cpu(families: list[str], seconds: float) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     out = {}
-    for family in families:
-        with ctx.Pool(1) as pool:  # a fresh process: its peak memory is this family's
-            out[family] = pool.apply(_cpu_family, (family, seconds))
+    for family in families:  # a fresh process each: its peak memory is this family's
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            out[family] = pool.submit(_cpu_family, family, seconds).result()
         print(_line(family, out[family]), flush=True)
     return out
 
