@@ -102,7 +102,7 @@ def test_served_log_probs_equal_the_learners_and_adapters_follow_versions(
         assert not acting.loaded
         samples = acting.act(obs)
         assert {s.extras["policy_version"] for s in samples} == {version}
-        assert {s.extras["served_model"] for s in samples} == {f"devicerl-v{version}"}
+        assert {s.extras["served_model"] for s in samples} == {f"{acting.remote.prefix}-v{version}"}
         assert sum(s.action == action for s in samples) >= 2  # this version's policy served
         _check(learner, obs, samples)
         ended += sum("rescored" not in s.extras for s in samples)
@@ -112,10 +112,12 @@ def test_served_log_probs_equal_the_learners_and_adapters_follow_versions(
         learner.temperature = cfg.temperature
     assert ended >= 6  # the text comparison was made
 
-    assert server.adapters == ["devicerl-v2", "devicerl-v3"]  # keep_adapters = 2
+    prefix = acting.remote.prefix
+    assert prefix.startswith("devicerl-") and len(prefix) == len("devicerl-") + 6
+    assert server.adapters == [f"{prefix}-v2", f"{prefix}-v3"]  # keep_adapters = 2
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == server.adapters
     loads = [r for r in server.requests if r.path == "/v1/load_lora_adapter"]
-    assert [r.body["lora_name"] for r in loads] == ["devicerl-v1", "devicerl-v2", "devicerl-v3"]
+    assert [r.body["lora_name"] for r in loads] == [f"{prefix}-v{v}" for v in (1, 2, 3)]
     chat = [r for r in server.requests if r.path == "/v1/chat/completions"][-1]
     assert chat.body["logprobs"] is True and chat.body["return_tokens_as_token_ids"] is True
     assert chat.body["messages"][1]["content"][0]["image_url"]["url"].startswith(
@@ -161,11 +163,29 @@ def test_a_refused_adapter_keeps_the_version_the_server_serves(server, model_dir
     server.allowed_root = tmp_path / "elsewhere"  # the server can no longer read our folder
     acting.set_weights(learner.get_weights(), 2)
     assert acting.version == 1  # steps record the version that is served
-    assert {s.extras["served_model"] for s in acting.act(observations(2))} == {"devicerl-v1"}
+    served = {s.extras["served_model"] for s in acting.act(observations(2))}
+    assert served == {f"{acting.remote.prefix}-v1"}
     server.allowed_root = tmp_path.resolve()
     acting.set_weights(learner.get_weights(), 3)
-    assert acting.version == 3 and server.adapters[-1] == "devicerl-v3"
+    assert acting.version == 3 and server.adapters[-1] == f"{acting.remote.prefix}-v3"
     acting.close()
+
+
+def test_a_learners_own_copy_serves_its_current_weights(server, model_dir, tmp_path) -> None:
+    """A learner's actor (its model loaded, its version set by the trainer) pushes its weights
+    before acting through the server, e.g. when it is evaluated."""
+    learner = VLMAgent.from_pretrained(model_dir, _config(server, tmp_path))
+    _imitate(learner, Action.home())
+    learner.version = 5  # as the trainer sets it after an update
+    obs = observations(3)
+    samples = learner.act(obs)
+    assert {s.extras["served_model"] for s in samples} == {f"{learner.remote.prefix}-v5"}
+    assert sum(s.action == Action.home() for s in samples) >= 2
+    _check(learner, obs, samples)
+    learner.act(obs)
+    loads = [r.body["lora_name"] for r in server.requests if "load_lora" in r.path]
+    assert loads == [f"{learner.remote.prefix}-v5"]  # pushed once
+    learner.close()
 
 
 def test_full_weight_checkpoints_reload_the_server(server, model_dir, tmp_path) -> None:

@@ -49,7 +49,7 @@ class VLMServerConfig:
     ``chat.model`` is the served base model's name. After each new policy version the agent
     writes the new weights where the server can read them (``weights_dir``) and tells the
     server to load them: with ``sync: lora`` the LoRA adapter, through vLLM's
-    ``/v1/load_lora_adapter`` (served as ``<adapter_prefix>-v<version>``, older adapters
+    ``/v1/load_lora_adapter`` (served as ``<adapter_prefix>-<id>-v<version>``, older adapters
     unloaded); with ``sync: checkpoint`` the whole model, through ``checkpoint_endpoint``
     (SGLang's ``/update_weights_from_disk`` by default); ``none`` pushes nothing.
     """
@@ -62,7 +62,11 @@ class VLMServerConfig:
         None, "folder the server can read, where adapters and checkpoints are written (null: a "
         "temporary folder; use a shared one when the server runs on another machine)"
     )  # fmt: skip
-    adapter_prefix: str = _opt("devicerl", "served adapters are named <prefix>-v<version>")
+    adapter_prefix: str = _opt(
+        "devicerl",
+        "served adapters are named <prefix>-<id>-v<version> (id: 6 hex digits per agent copy, so "
+        "copies sharing a server never load over each other's adapters)",
+    )
     keep_adapters: int = _opt(2, "adapters kept loaded on the server (older ones unloaded)", min=1)
     checkpoint_endpoint: str = _opt(
         "/update_weights_from_disk",

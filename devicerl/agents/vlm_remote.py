@@ -12,12 +12,14 @@ text's canonical tokens, or that stopped at ``max_tokens``, is marked in ``extra
 like a local one, but keeps the server's log-prob (the model is not loaded to rescore it).
 
 Weights reach the server after each new policy version (`push`, called by
-`VLMAgent.set_weights`): ``sync: lora`` writes the adapter (peft's layout, from the published
-weights alone) to ``weights_dir/<prefix>-v<version>`` and posts it to ``/v1/load_lora_adapter``;
-requests then name that adapter as their model, and adapters beyond ``keep_adapters`` are
-unloaded (``/v1/unload_lora_adapter``) and their folders deleted. ``sync: checkpoint`` saves the
-whole model to a folder and posts its path to ``checkpoint_endpoint``. Every sample records the
-version it was served by (``extras["policy_version"]``), which is the agent's `version`.
+`VLMAgent.set_weights`, and before acting by a copy whose loaded weights are newer than the
+served ones, such as a learner's actor being evaluated): ``sync: lora`` writes the adapter
+(peft's layout, from the published weights alone) to ``weights_dir/<prefix>-<id>-v<version>`` and
+posts it to ``/v1/load_lora_adapter``; requests then name that adapter as their model, and
+adapters beyond ``keep_adapters`` are unloaded (``/v1/unload_lora_adapter``) and their folders
+deleted. ``sync: checkpoint`` saves the whole model to a folder and posts its path to
+``checkpoint_endpoint``. Every sample records the version it was served by
+(``extras["policy_version"]``), which is the agent's `version`.
 
 A request that fails after the client's retries becomes an invalid action carrying the reason;
 401/403 stop the run (`ChatAuthError`). The API key comes from the environment variable the
@@ -33,6 +35,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +78,9 @@ class ServedPolicy:
         root = config.weights_dir or tempfile.mkdtemp(prefix="devicerl-weights-")
         self.weights_dir = Path(root)
         self.served = config.chat.model  # the model name requests use
+        #: Adapter names of this copy: a learner's actor and a collector's copy may share a
+        #: server, each with its own adapters.
+        self.prefix = f"{config.adapter_prefix}-{uuid.uuid4().hex[:6]}"
         self.served_version: int | None = None
         self.loaded: deque[tuple[str, Path]] = deque()
         self._lock = threading.Lock()
@@ -144,6 +150,10 @@ class ServedPolicy:
 
     def act(self, observations: Sequence[Observation], greedy: bool) -> list[ActionSample]:
         self._initial_push()
+        agent = self.agent
+        if agent.loaded and self.config.sync != "none" and self.served_version != agent.version:
+            # a copy that trains (a learner's actor, evaluated): serve its current weights
+            self.push(agent.get_weights(), agent.version)
         with self._lock:  # one seed per request: the batch's samples are independent
             params = [self._params(greedy) for _ in observations]
             version = self.agent.version
@@ -160,7 +170,7 @@ class ServedPolicy:
         starts as the base model, which the server already serves)."""
         saved = self.agent.saved_adapter
         if self.served_version is None and self.config.sync == "lora" and saved is not None:
-            name = f"{self.config.adapter_prefix}-v{self.agent.version}"
+            name = f"{self.prefix}-v{self.agent.version}"
             self._load_adapter(name, Path(saved), owned=False)
             self.served, self.served_version = name, self.agent.version
 
@@ -186,7 +196,7 @@ class ServedPolicy:
             if cfg.sync == "lora":
                 if self.agent.config.lora is None:
                     raise ConfigError("vlm.server.sync=lora needs vlm.lora (adapters to push)")
-                name = f"{cfg.adapter_prefix}-v{version}"
+                name = f"{self.prefix}-v{version}"
                 folder = self.weights_dir / name
                 shutil.rmtree(folder, ignore_errors=True)
                 write_adapter(weights, self.agent.config.lora, self.agent.base_dir, folder)
