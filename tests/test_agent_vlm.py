@@ -25,6 +25,7 @@ from devicerl.agents.vlm_prompt import (
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
+from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.vlm_tiny import FAMILIES, build_tiny_vlm
 
 
@@ -190,6 +191,9 @@ def test_canonical_text_of_actions_without_recorded_text(models) -> None:
 def test_loading_errors_and_the_factory(models, tmp_path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         VLMAgent.from_pretrained(tmp_path / "nothing")
+    t5, _ = build_tiny_autoui(tmp_path / "t5")
+    with pytest.raises(ConfigError, match="not a vision-language model folder"):
+        VLMAgent.from_pretrained(t5)
     with pytest.raises(ConfigError, match="temperature"):
         VLMConfig(temperature=0)
     agent = make_agent("vlm", path=str(models["qwen3_vl"]), vlm=VLMConfig(max_new_tokens=4))

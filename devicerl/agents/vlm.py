@@ -242,7 +242,15 @@ class VLMAgent(TorchPolicy):
             cfg = dataclasses.replace(cfg, lora=VLMLoRA(**saved["lora"]))  # type: ignore[index]
         if not base.is_dir():
             raise ConfigError(f"{path}: its base model directory {base} does not exist")
-        processor = load_processor(path)
+        try:
+            processor = load_processor(path)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{path}: cannot load its processor ({_first_line(e)})") from None
+        if not hasattr(processor, "image_processor") or not hasattr(processor, "tokenizer"):
+            raise ConfigError(
+                f"{path}: not a vision-language model folder (its processor is a "
+                f"{type(processor).__name__}, with no image processor)"
+            )
         dev = resolve_device(device)
 
         def load() -> nn.Module:
@@ -251,7 +259,12 @@ class VLMAgent(TorchPolicy):
             kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype, dev)}
             if cfg.attn_implementation:
                 kwargs["attn_implementation"] = cfg.attn_implementation
-            model = AutoModelForImageTextToText.from_pretrained(str(base), **kwargs)
+            try:
+                model = AutoModelForImageTextToText.from_pretrained(str(base), **kwargs)
+            except (OSError, ValueError, KeyError) as e:
+                raise ConfigError(
+                    f"{base}: not an image-text-to-text model ({_first_line(e)})"
+                ) from None
             if adapters is not None:
                 from peft import PeftModel
 
@@ -499,3 +512,8 @@ class VLMAgent(TorchPolicy):
             self.set_weights(other.get_weights(), other.version)
         except DataError as e:
             raise DataError(f"{path}: weights do not fit this agent ({e})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]
