@@ -33,6 +33,7 @@ holds no weights.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -445,7 +446,10 @@ class VLMAgent(TorchPolicy):
         for key, value in inputs.items():  # token-aligned extras: text tokens are 0
             if key not in _TOKEN_KEYS and value.dim() == 2 and value.shape == (b, n):
                 full[key] = torch.cat([value, torch.zeros_like(lab, dtype=value.dtype)], 1)
-        out = self.model(**full, use_cache=False, logits_to_keep=t + 1)
+        model = self.model
+        keep_only = "logits_to_keep" in inspect.signature(model.forward).parameters
+        extra = {"logits_to_keep": t + 1} if keep_only else {}  # no logits for the prompt
+        out = model(**full, use_cache=False, **extra)
         logits = out.logits[:, -(t + 1) : -1].float()
         if self.banned.numel():
             logits = logits.index_fill(2, self.banned.to(logits.device), float("-inf"))
