@@ -4,8 +4,9 @@ Collectors in other processes receive the spec and build the policy there (weigh
 through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.load_config`.
 
     agent:
-      kind: small            # small | autoui | api | random | uniform | uniform_clickable | oracle
-      path: runs/x/agent     # a saved agent (small, autoui) or an Auto-UI checkpoint dir
+      kind: small   # small | autoui | vlm | api | random | uniform | uniform_clickable | oracle
+      path: runs/x/agent     # a saved agent (small, autoui, vlm), an Auto-UI checkpoint dir or
+                             # a transformers image-text-to-text model dir (vlm)
       init_from: runs/y/agent  # small: build from `small`, start from a saved agent's weights
       vision_dir: /models/blip2-vision
       api: {chat: {base_url: http://127.0.0.1:8000/v1, model: my-vlm}}
@@ -19,11 +20,12 @@ from dataclasses import dataclass, field
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
 from devicerl.agents.config import AutoUIConfig, SmallAgentOptions
+from devicerl.agents.vlm_config import VLMConfig
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-KINDS = ("small", "autoui", "api", "random", "uniform", "uniform_clickable", "oracle")
+KINDS = ("small", "autoui", "vlm", "api", "random", "uniform", "uniform_clickable", "oracle")
 
 
 @dataclass
@@ -32,7 +34,10 @@ class AgentSpec:
 
     kind: str = field(default="small", metadata={"help": f"one of {', '.join(KINDS)}"})
     path: str | None = field(
-        default=None, metadata={"help": "saved agent dir (small/autoui) or Auto-UI checkpoint"}
+        default=None,
+        metadata={
+            "help": "saved agent dir (small/autoui/vlm), Auto-UI checkpoint or VLM model dir"
+        },
     )
     init_from: str | None = field(
         default=None,
@@ -51,13 +56,15 @@ class AgentSpec:
     small: SmallAgentOptions = field(default_factory=SmallAgentOptions)
     #: None: the saved agent's own config (or the defaults for a bare Auto-UI checkpoint).
     autoui: AutoUIConfig | None = None
+    #: None: the saved agent's own config (or the defaults for a bare model folder).
+    vlm: VLMConfig | None = None
     api: APIAgentConfig = field(default_factory=APIAgentConfig)
 
     def validate(self) -> None:
         if self.kind not in KINDS:
             raise ConfigError(f"agent.kind: {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.kind == "autoui" and self.path is None:
-            raise ConfigError("agent.path: the autoui agent needs a model directory")
+        if self.kind in ("autoui", "vlm") and self.path is None:
+            raise ConfigError(f"agent.path: the {self.kind} agent needs a model directory")
         if self.init_from is not None and self.kind != "small":
             raise ConfigError(f"agent.init_from: only the small agent has it, not {self.kind!r}")
         if self.init_from is not None and self.path is not None:
@@ -89,6 +96,11 @@ class AgentSpec:
             return AutoUIAgent.from_pretrained(
                 self.path, self.vision_dir, self.autoui, device=self.device, seed=self.seed
             )
+        if self.kind == "vlm":
+            from devicerl.agents.vlm import VLMAgent
+
+            assert self.path is not None
+            return VLMAgent.from_pretrained(self.path, self.vlm, device=self.device)
         if self.kind == "api":
             from devicerl.agents.api import APIAgent
 

@@ -53,7 +53,7 @@ def _check_agent(cfg: TrainConfig) -> None:
     spec = cfg.agent
     for key in ("path", "vision_dir"):
         value = getattr(spec, key)
-        if value and spec.kind in ("small", "autoui") and not Path(value).exists():
+        if value and spec.kind in ("small", "autoui", "vlm") and not Path(value).exists():
             hint = " (docs/pretraining.md makes a pre-trained small agent)" if key == "path" else ""
             raise ConfigError(f"agent.{key}: {value} does not exist{hint}")
 

@@ -1,0 +1,523 @@
+"""A policy from any Hugging Face image-text-to-text model (Qwen2-VL / 2.5-VL / 3-VL, Idefics3 /
+SmolVLM, Gemma 3, ...): ``AutoModelForImageTextToText`` + ``AutoProcessor`` from a local folder.
+
+Input: the screenshot, the instruction and the previous actions through the model's own chat
+template (`devicerl.agents.vlm_prompt`); output: one action as JSON (or AutoUI's text), parsed
+by the codecs; text that does not parse becomes an invalid action the record keeps.
+
+Acting is one batched ``generate`` over whatever observations are given (left padding, KV cache,
+greedy or sampled at ``temperature``; the model's own generation defaults, such as a hub
+checkpoint's top-k or repetition penalty, are replaced by plain sampling, so the sampled
+distribution is ``softmax(logits / temperature)``). A logits processor records the log-prob of
+each chosen token under that distribution, keeping one step's scores at a time (no stack of
+vocabulary-sized logits). `log_prob` recomputes the same sum by teacher forcing: the prompt,
+left-padded as in acting, then the text's canonical tokens and end-of-sequence. Samples whose
+tokens are not the canonical tokens of their text, or that stop at ``max_new_tokens``, report the
+teacher-forced log-prob of the canonical spelling (``extras["rescored"]`` says why), so the
+recorded and the recomputed log-probs agree. The multimodal placeholder tokens (image, video,
+vision start/end) are masked out of the output distribution in both places: a generated image
+token would make teacher forcing count more image tokens than images.
+
+Training: LoRA through peft on the language model's projections (``VLMConfig.lora``; the
+vision tower frozen unless ``train_vision``) or the whole language model; gradient
+checkpointing; bfloat16 on a GPU, float32 on a CPU (``dtype``). `get_weights` / `set_weights`
+move the trainable weights only (the adapters with LoRA). `save` writes the adapters (peft's
+safetensors folder) or the whole model, the processor and ``vlm_agent.json``.
+
+With ``VLMConfig.server`` the agent acts through an OpenAI-compatible server and pushes each new
+version's weights there (`devicerl.agents.vlm_remote`); its own model then loads only when
+something needs it (a learner's `log_prob`, a full-weight checkpoint), so a collector's copy
+holds no weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from devicerl.actions import Action
+from devicerl.agents.base import ActionSample, check_batch
+from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
+from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm_load import (
+    is_vision_module,
+    load_processor,
+    lora_config,
+    lora_targets,
+    resolve_dtype,
+)
+from devicerl.agents.vlm_prompt import (
+    chat_messages,
+    format_action,
+    parse_action,
+    system_text,
+    user_text,
+)
+from devicerl.errors import ConfigError, DataError
+from devicerl.records import Observation
+
+log = logging.getLogger(__name__)
+AGENT_FILE, LORA_DIR = "vlm_agent.json", "lora"
+#: Config attributes naming tokens that stand for image or video content.
+_PLACEHOLDERS = (
+    "image_token_id", "image_token_index", "video_token_id", "video_token_index",
+    "vision_start_token_id", "vision_end_token_id", "boi_token_index", "eoi_token_index",
+    "boi_token_id", "eoi_token_id",
+)  # fmt: skip
+#: Processor outputs aligned with the tokens that are not the tokens or their mask (e.g.
+#: ``mm_token_type_ids``, ``token_type_ids``): text tokens are 0 in them.
+_TOKEN_KEYS = ("input_ids", "attention_mask")
+
+
+class _Recorder:
+    """A logits processor that masks the placeholder tokens and records the log-prob of each
+    chosen token under ``softmax(logits / temperature)``. It runs before transformers'
+    temperature warper, on the model's scores; the token chosen at step t is the last input
+    at step t + 1 (the last one is read from the output)."""
+
+    def __init__(self, temperature: float, banned: torch.Tensor) -> None:
+        self.temperature = temperature
+        self.banned = banned
+        self.prev: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.prev is not None:
+            self.take(input_ids[:, -1])
+        if self.banned.numel():
+            scores = scores.index_fill(1, self.banned.to(scores.device), float("-inf"))
+        self.prev = F.log_softmax(scores.float() / self.temperature, -1)
+        return scores
+
+    def take(self, tokens: torch.Tensor) -> None:
+        assert self.prev is not None
+        self.picked.append(self.prev.gather(1, tokens[:, None].to(self.prev.device)).squeeze(1))
+        self.prev = None
+
+
+class VLMAgent(TorchPolicy):
+    """A Hugging Face vision-language model as a policy (see the module doc)."""
+
+    @property
+    def uses_history(self) -> bool:  # type: ignore[override]
+        return self.config.history > 0
+
+    def __init__(
+        self,
+        model: nn.Module | Callable[[], nn.Module],
+        processor: Any,
+        config: VLMConfig | None = None,
+        device: str | torch.device = "cpu",
+        base_dir: str | Path | None = None,
+    ) -> None:
+        """``model``: the model, or a function that loads it when first needed."""
+        self.config = cfg = config or VLMConfig()
+        cfg.validate()
+        self.temperature = cfg.temperature
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        self.tokenizer.padding_side = "left"
+        self.base_dir = str(Path(base_dir).resolve()) if base_dir is not None else None
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(cfg.dtype, self.device)
+        self.system = cfg.system_prompt or system_text(cfg.output_format, cfg.precision)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.version = 0
+        self._module: nn.Module | None = None
+        self._loader = model if not isinstance(model, nn.Module) else None
+        self._remote: Any = None
+        #: A saved agent's adapter folder (a server loads it before the first request).
+        self.saved_adapter: Path | None = None
+        # the tokenizer's end of sequence until the model's generation config is read
+        self.eos_ids = [int(self.tokenizer.eos_token_id)]
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        if isinstance(model, nn.Module):
+            self._module = self._prepare(model)
+
+    # -- the model ------------------------------------------------------------------------------
+    @property
+    def module(self) -> nn.Module:  # type: ignore[override]
+        """The model (a `PeftModel` with LoRA), loaded on first use when given as a loader."""
+        if self._module is None:
+            assert self._loader is not None
+            self._module = self._prepare(self._loader())
+            self._loader = None
+        return self._module
+
+    @property
+    def loaded(self) -> bool:
+        return self._module is not None
+
+    @property
+    def model(self) -> nn.Module:
+        """The transformers model to call (LoRA layers injected when LoRA is on)."""
+        m = self.module
+        return m.get_base_model() if hasattr(m, "get_base_model") else m
+
+    def _prepare(self, model: nn.Module) -> nn.Module:
+        """Dtype, device, frozen parts, LoRA and generation defaults of a freshly loaded model."""
+        from transformers import GenerationConfig
+
+        cfg = self.config
+        model = model.to(self.device, self.dtype)
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        eos = base.generation_config.eos_token_id
+        if eos is None:
+            eos = self.tokenizer.eos_token_id
+        self.eos_ids = [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else self.eos_ids[0])
+        # plain sampling: a checkpoint's own defaults (top-k, top-p, repetition penalty) would
+        # change the distribution the log-probs are computed under
+        base.generation_config = GenerationConfig(
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
+            bos_token_id=base.generation_config.bos_token_id,
+        )
+        self.banned = self._placeholder_ids(base)
+        if hasattr(model, "peft_config"):  # a saved agent's adapters, loaded by peft
+            for name, p in model.named_parameters():
+                p.requires_grad_(".lora_" in name)
+        elif cfg.lora is not None:
+            model = self._with_lora(model, cfg.lora)
+        else:
+            for name, p in model.named_parameters():
+                p.requires_grad_(cfg.train_vision or not is_vision_module(name))
+        if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
+            enable = getattr(base, "activation_checkpointing_enable", None)
+            (enable or base.gradient_checkpointing_enable)({"use_reentrant": False})
+        model.eval()
+        return model
+
+    def _with_lora(self, model: nn.Module, lora: VLMLoRA) -> nn.Module:
+        from peft import get_peft_model
+
+        targets = lora_targets(model, lora, vision=self.config.train_vision)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.config.seed)
+            peft = get_peft_model(model, lora_config(lora, targets, self.base_dir))
+        return peft.to(self.device)
+
+    @staticmethod
+    def _placeholder_ids(model: nn.Module) -> torch.Tensor:
+        ids: set[int] = set()
+        config = model.config
+        vocab = config.get_text_config().vocab_size
+        for attr in _PLACEHOLDERS:
+            value = getattr(config, attr, None)
+            if isinstance(value, int) and 0 <= value < vocab:
+                ids.add(value)
+        return torch.tensor(sorted(ids), dtype=torch.long)
+
+    # -- construction ---------------------------------------------------------------------------
+    @classmethod
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        config: VLMConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> VLMAgent:
+        """A saved agent (`save`) or any local transformers image-text-to-text model folder."""
+        path = Path(path)
+        if not path.is_dir():
+            raise ConfigError(f"VLM model directory {path} does not exist")
+        saved = read_json(path / AGENT_FILE) if (path / AGENT_FILE).exists() else None
+        if saved is not None and config is None:
+            try:
+                config = VLMConfig(**saved["config"])
+            except (KeyError, TypeError, ValueError, ConfigError) as e:
+                raise DataError(f"{path / AGENT_FILE}: bad agent config ({e})") from None
+        cfg = config or VLMConfig()
+        adapters = path / LORA_DIR if saved is not None and saved.get("lora") else None
+        base = Path(saved["base_dir"]) if adapters is not None and saved else path
+        if adapters is not None and cfg.lora is None:
+            cfg = dataclasses.replace(cfg, lora=VLMLoRA(**saved["lora"]))  # type: ignore[index]
+        if not base.is_dir():
+            raise ConfigError(f"{path}: its base model directory {base} does not exist")
+        try:
+            processor = load_processor(path)
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{path}: cannot load its processor ({_first_line(e)})") from None
+        if not hasattr(processor, "image_processor") or not hasattr(processor, "tokenizer"):
+            raise ConfigError(
+                f"{path}: not a vision-language model folder (its processor is a "
+                f"{type(processor).__name__}, with no image processor)"
+            )
+        dev = resolve_device(device)
+
+        def load() -> nn.Module:
+            from transformers import AutoModelForImageTextToText
+
+            kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype, dev)}
+            if cfg.attn_implementation:
+                kwargs["attn_implementation"] = cfg.attn_implementation
+            try:
+                model = AutoModelForImageTextToText.from_pretrained(str(base), **kwargs)
+            except (OSError, ValueError, KeyError) as e:
+                raise ConfigError(
+                    f"{base}: not an image-text-to-text model ({_first_line(e)})"
+                ) from None
+            if adapters is not None:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, str(adapters), is_trainable=True)
+            return model
+
+        agent = cls(load if cfg.server is not None else load(), processor, cfg, dev, base)
+        agent.version = int((saved or {}).get("version", 0))
+        if adapters is not None:
+            agent.saved_adapter = adapters
+        return agent
+
+    # -- inputs -------------------------------------------------------------------------------
+    def image(self, obs: Observation) -> Any:
+        """The screenshot as a PIL image (resized to ``image_size``), or None."""
+        if obs.screenshot is None:
+            return None
+        from PIL import Image
+
+        img = Image.fromarray(obs.screenshot)
+        size = self.config.image_size
+        return img.resize(size, Image.Resampling.BICUBIC) if size and img.size != size else img
+
+    def messages(self, obs: Observation, has_image: bool) -> list[dict[str, Any]]:
+        """The chat for one observation (``{"type": "image"}`` marks the screenshot)."""
+        cfg = self.config
+        text = user_text(
+            obs, cfg.output_format, cfg.history, cfg.include_elements, cfg.max_elements,
+            cfg.precision,
+        )  # fmt: skip
+        return chat_messages(self.system, text, has_image, cfg.system_role)
+
+    def encode_chats(
+        self, chats: Sequence[list[dict[str, Any]]], images: Sequence[Any]
+    ) -> dict[str, torch.Tensor]:
+        """Processor inputs (left-padded, on the device) for chats and their images."""
+        prompts = [
+            self.processor.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
+            for c in chats
+        ]
+        kwargs: dict[str, Any] = {"text": prompts, "padding": True, "return_tensors": "pt"}
+        if any(im is not None for im in images):
+            kwargs["images"] = [[im] if im is not None else [] for im in images]
+        batch = self.processor(**kwargs)
+        return {
+            k: v.to(self.device, self.dtype if v.is_floating_point() else None)
+            for k, v in batch.items()
+            if isinstance(v, torch.Tensor)
+        }
+
+    def encode(self, observations: Sequence[Observation]) -> dict[str, torch.Tensor]:
+        images = [self.image(o) for o in observations]
+        chats = [self.messages(o, im is not None) for o, im in zip(observations, images)]
+        return self.encode_chats(chats, images)
+
+    # -- acting ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate_ids(
+        self,
+        inputs: Mapping[str, torch.Tensor],
+        greedy: bool,
+        temperature: float | None = None,
+        max_new_tokens: int | None = None,
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """Generated token ids per row (ending with end-of-sequence unless cut) and each token's
+        log-prob at ``temperature`` (the agent's by default)."""
+        from transformers import LogitsProcessorList
+
+        t = self.temperature if temperature is None else temperature
+        recorder = _Recorder(t, self.banned)
+        kwargs: dict[str, Any] = dict(
+            max_new_tokens=max_new_tokens or self.config.max_new_tokens,
+            do_sample=not greedy,
+            logits_processor=LogitsProcessorList([recorder]),
+            return_dict_in_generate=True,
+        )
+        if not greedy:
+            kwargs.update(temperature=t, top_k=0, top_p=1.0)
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            if not greedy:  # transformers samples from torch's global generator
+                torch.manual_seed(int(torch.randint(2**62, (1,), generator=self.generator)))
+            out = self.model.generate(**inputs, **kwargs)
+        new = out.sequences[:, inputs["input_ids"].shape[1] :]
+        if recorder.prev is not None and len(recorder.picked) < new.shape[1]:
+            recorder.take(new[:, len(recorder.picked)])
+        logps = torch.stack(recorder.picked, 1).double().cpu() if recorder.picked else None
+        ids: list[list[int]] = []
+        lps: list[list[float]] = []
+        for i, row in enumerate(new.tolist()):
+            n = next((j + 1 for j, tok in enumerate(row) if tok in self.eos_ids), len(row))
+            ids.append(row[:n])
+            lps.append(logps[i, :n].tolist() if logps is not None else [])
+        return ids, lps
+
+    def decode(self, ids: Sequence[int]) -> str:
+        body = list(ids[:-1]) if ids and ids[-1] in self.eos_ids else list(ids)
+        return self.tokenizer.decode(
+            body, skip_special_tokens=False, clean_up_tokenization_spaces=False
+        )
+
+    def target_ids(self, text: str) -> list[int]:
+        """The canonical tokens teacher forcing scores for ``text`` (end-of-sequence last);
+        special-token strings in the text are spelled as plain text."""
+        ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
+        return [*ids, self.eos_ids[0]]
+
+    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+        if not observations:
+            return []
+        if self.config.server is not None:
+            return self.remote.act(observations, greedy)
+        self.module  # noqa: B018  (loads a lazily loaded model)
+        ids, lps = self.generate_ids(self.encode(observations), greedy)
+        texts = [self.decode(x) for x in ids]
+        fmt = self.config.output_format
+        samples = [
+            ActionSample(
+                parse_action(t, fmt),
+                t,
+                float(sum(lp)),
+                {"tokens": len(x), "policy_version": self.version},
+            )
+            for t, x, lp in zip(texts, ids, lps)
+        ]
+        redo = [i for i, (t, x) in enumerate(zip(texts, ids)) if self.target_ids(t) != x]
+        if redo:
+            with torch.no_grad():
+                fixed = self.log_prob(
+                    [observations[i] for i in redo],
+                    [samples[i].action for i in redo],
+                    [texts[i] for i in redo],
+                )
+            for i, v in zip(redo, fixed.tolist()):
+                cut = ids[i][-1:] == [] or ids[i][-1] not in self.eos_ids
+                samples[i].extras["rescored"] = "cut at max_new_tokens" if cut else "retokenized"
+                samples[i].log_prob = float(v)
+        return samples
+
+    # -- scoring --------------------------------------------------------------------------------
+    def log_prob(
+        self,
+        observations: Sequence[Observation],
+        actions: Sequence[Action],
+        texts: Sequence[str | None] | None = None,
+        *,
+        floor: bool = True,
+    ) -> torch.Tensor:
+        """Teacher-forced log-probs (summed over tokens, end-of-sequence included) of the
+        recorded texts, else of the actions' canonical text; differentiable. ``floor`` changes
+        nothing (no exploration floor)."""
+        check_batch(observations, actions, texts)
+        if not observations:
+            return torch.zeros(0, device=self.device)
+        cfg = self.config
+        targets = [
+            t if t is not None else format_action(a, cfg.output_format, cfg.precision)
+            for a, t in zip(actions, texts or [None] * len(actions))
+        ]
+        return self.score_ids(self.encode(observations), [self.target_ids(t) for t in targets])
+
+    def score_ids(
+        self, inputs: Mapping[str, torch.Tensor], labels: Sequence[Sequence[int]]
+    ) -> torch.Tensor:
+        """Teacher-forced log-prob of each token sequence after its prompt (summed)."""
+        ids = inputs["input_ids"]
+        b, n = ids.shape
+        t = max(1, max(len(x) for x in labels))
+        lab = torch.full((b, t), self.pad_id, dtype=torch.long)
+        keep = torch.zeros(b, t, dtype=torch.bool)
+        for i, x in enumerate(labels):
+            lab[i, : len(x)] = torch.tensor(list(x), dtype=torch.long)
+            keep[i, : len(x)] = True
+        lab, keep = lab.to(self.device), keep.to(self.device)
+        full = dict(inputs)
+        full["input_ids"] = torch.cat([ids, lab], 1)
+        full["attention_mask"] = torch.cat([inputs["attention_mask"], keep.long()], 1)
+        for key, value in inputs.items():  # token-aligned extras: text tokens are 0
+            if key not in _TOKEN_KEYS and value.dim() == 2 and value.shape == (b, n):
+                full[key] = torch.cat([value, torch.zeros_like(lab, dtype=value.dtype)], 1)
+        model = self.model
+        keep_only = "logits_to_keep" in inspect.signature(model.forward).parameters
+        extra = {"logits_to_keep": t + 1} if keep_only else {}  # no logits for the prompt
+        out = model(**full, use_cache=False, **extra)
+        logits = out.logits[:, -(t + 1) : -1].float()
+        if self.banned.numel():
+            logits = logits.index_fill(2, self.banned.to(logits.device), float("-inf"))
+        logp = F.log_softmax(logits / self.temperature, -1)
+        tok_lp = logp.gather(2, lab.unsqueeze(-1)).squeeze(-1)
+        return tok_lp.masked_fill(~keep, 0.0).double().sum(1).float()
+
+    # -- weights ---------------------------------------------------------------------------------
+    def set_weights(self, weights: Mapping[str, Any], version: int | None = None) -> None:
+        """Load published weights; with a server, also push them there (a collector's copy
+        that has not loaded its model only pushes adapters; a full checkpoint loads it)."""
+        server = self.config.server
+        if server is None or self.loaded or server.sync == "checkpoint":
+            super().set_weights(weights, version)
+        else:
+            self.version = self.version + 1 if version is None else int(version)
+        if server is not None:
+            self.remote.push(weights, self.version)
+
+    @property
+    def remote(self) -> Any:
+        """The server this agent acts through (``VLMConfig.server``)."""
+        if self._remote is None:
+            from devicerl.agents.vlm_remote import ServedPolicy
+
+            if self.config.server is None:
+                raise ConfigError("this VLM agent has no server (vlm.server)")
+            self._remote = ServedPolicy(self, self.config.server)
+        return self._remote
+
+    def close(self) -> None:
+        if self._remote is not None:
+            self._remote.close()
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        """Write the LoRA adapters (peft's safetensors folder, the base model referenced by its
+        directory) or the whole model, the processor and ``vlm_agent.json``."""
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        cfg = self.config
+        lora = None
+        if cfg.lora is not None:
+            if not self.base_dir:
+                raise ConfigError("cannot save a LoRA agent whose base model has no directory")
+            self.module.save_pretrained(str(out / LORA_DIR))
+            lora = dataclasses.asdict(cfg.lora)
+        else:
+            self.model.save_pretrained(str(out))
+        self.processor.save_pretrained(str(out))
+        meta = {
+            "config": dataclasses.asdict(cfg),
+            "version": self.version,
+            "base_dir": self.base_dir if lora else None,
+            "lora": lora,
+            "format": 1,
+        }
+        write_json(out / AGENT_FILE, meta)
+
+    def load(self, path: str | Path) -> None:
+        """Load weights saved by `save` into this agent (same architecture)."""
+        other = VLMAgent.from_pretrained(path, dataclasses.replace(self.config, server=None))
+        try:
+            self.set_weights(other.get_weights(), other.version)
+        except DataError as e:
+            raise DataError(f"{path}: weights do not fit this agent ({e})") from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return (text[0] if text else type(e).__name__)[:200]

@@ -1,0 +1,182 @@
+"""The vision-language agent's prompt and action text, written once for local and served models.
+
+A step's prompt is two chat messages: a system message (the action space, generated from
+`devicerl.agents.prompt.ACTION_DOCS` with examples written by the chosen action codec, so the
+prompt and the parser cannot drift apart) and a user message holding the screenshot and the text
+``Instruction: ...`` / ``Previous actions: ...`` (the last ``history`` actions, written in the
+output format) / optionally ``UI elements: ...`` / ``Next action:``. The model's chat template
+turns them into tokens, so any family's own format (Qwen's ``<|im_start|>``, Idefics3's
+``User:``, Gemma's ``<start_of_turn>``) is respected.
+
+Two output formats: ``json`` (the default), one object as `Action.to_dict` writes it with
+coordinates rounded, points as ``[x, y]`` and a tap's lift point left out
+(``{"type": "DUAL_POINT", "touch": [0.25, 0.5]}``); ``autoui``, AutoUI's text
+(`format_autoui`, points as ``[y, x]``). Parsing never raises: text without a readable action
+becomes an invalid action carrying the text and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from devicerl.actions import Action, ActionType, format_autoui, parse_autoui
+from devicerl.agents.prompt import ACTION_DOCS
+from devicerl.errors import DataError
+from devicerl.records import Observation
+
+#: Texts of earlier actions longer than this are cut (junk from invalid actions stays short).
+MAX_PREVIOUS_CHARS = 200
+
+#: What the JSON format says of the two action types whose fields differ from AutoUI's text.
+_JSON_SUMMARIES = {
+    ActionType.DUAL_POINT: (
+        "Touch the screen at touch and lift at lift. A tap gives touch only; a swipe gives both "
+        "(the finger moves from touch to lift). Points are [x, y], normalised to [0, 1] from the "
+        "top-left corner."
+    ),
+    ActionType.TYPE: "Type text into the focused input (tap the input first).",
+}
+
+
+def previous_actions(obs: Observation) -> list[Action | str]:
+    """The actions taken earlier in the episode (the collector fills them in; learners rebuild
+    them from the trajectory). The one place that reads them."""
+    return list(obs.extras.get("previous_actions") or [])
+
+
+# -- action text ----------------------------------------------------------------------------------
+def format_json(action: Action, precision: int = 3) -> str:
+    """An action as the JSON the model writes: `Action.to_dict` with rounded coordinates and no
+    lift point for a tap. An invalid action is written back as its raw text."""
+    if action.type is ActionType.INVALID:
+        return action.raw
+    d: dict[str, Any] = {"type": action.type.value}
+    if action.touch is not None:
+        d["touch"] = [round(v, precision) for v in action.touch]
+        lift = [round(v, precision) for v in action.lift or action.touch]
+        if lift != d["touch"]:
+            d["lift"] = lift
+    if action.type is ActionType.TYPE:
+        d["text"] = action.text
+    return json.dumps(d, ensure_ascii=False)
+
+
+def parse_json(text: str) -> Action:
+    """The first JSON object in ``text`` read as an action (`Action.from_dict`). Never raises:
+    anything else becomes an invalid action with the text and the reason."""
+    if not isinstance(text, str):
+        return Action.invalid(repr(text), "model output is not a string")
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    reason = "no JSON object found"
+    while start >= 0:
+        try:
+            obj, _ = decoder.raw_decode(text, start)
+        except (json.JSONDecodeError, RecursionError):
+            start = text.find("{", start + 1)
+            continue
+        if not isinstance(obj, dict) or obj.get("type") == ActionType.INVALID.value:
+            reason = "the JSON object is not an action"
+            break
+        try:
+            return Action.from_dict(obj)
+        except DataError as e:
+            return Action.invalid(text, str(e)[:300])
+        except Exception as e:  # defensive: model output must never crash a run
+            return Action.invalid(text, f"parser error: {type(e).__name__}: {e}")
+    return Action.invalid(text, reason)
+
+
+def format_action(action: Action, output_format: str, precision: int) -> str:
+    """The canonical text of ``action`` in the output format."""
+    if output_format == "autoui":
+        return format_autoui(action, precision=precision)
+    return format_json(action, precision)
+
+
+def parse_action(text: str, output_format: str) -> Action:
+    """Model output to an `Action` (never raises)."""
+    return parse_autoui(text) if output_format == "autoui" else parse_json(text)
+
+
+# -- prompt ---------------------------------------------------------------------------------------
+def system_text(output_format: str = "json", precision: int = 3) -> str:
+    """The instructions: the task, the action space with codec-written examples, the format."""
+    lines = [
+        "You operate a device (a phone or a web page) to carry out the user's instruction. You "
+        "see a screenshot of the current screen. Choose the single next action.",
+        "Actions (reply with exactly one, in this format):",
+    ]
+    for doc in ACTION_DOCS:
+        summary = doc.summary
+        if output_format == "json":
+            summary = _JSON_SUMMARIES.get(doc.type, summary)
+        lines.append(f"- {doc.type.value}: {summary}")
+        lines += [f"  Example: {format_action(a, output_format, precision)}" for a in doc.examples]
+    if output_format == "json":
+        lines.append("Reply with the JSON object only.")
+    else:
+        lines.append(
+            "Start your reply with 'Action Plan: [...] ; Action Decision: ' followed by the "
+            "action's fields exactly as in the examples."
+        )
+    return "\n".join(lines)
+
+
+def elements_lines(obs: Observation, limit: int, output_format: str, precision: int) -> str:
+    """One line per UI element: role, text, value, flags and centre (in the format's order)."""
+    out = []
+    for el in obs.elements[:limit]:
+        x, y = obs.to_normalised(*el.center)
+        point = [y, x] if output_format == "autoui" else [x, y]
+        flags = [n for n, on in (("editable", el.editable), ("focused", el.focused)) if on]
+        value = f" value={el.value!r}" if el.value else ""
+        out.append(
+            f"- {el.role} {el.text!r}{value} at [{point[0]:.{precision}f}, "
+            f"{point[1]:.{precision}f}]" + (f" ({', '.join(flags)})" if flags else "")
+        )
+    if len(obs.elements) > limit:
+        out.append(f"- ... {len(obs.elements) - limit} more elements")
+    return "\n".join(out)
+
+
+def user_text(
+    obs: Observation,
+    output_format: str = "json",
+    history: int = 4,
+    include_elements: bool = False,
+    max_elements: int = 30,
+    precision: int = 3,
+) -> str:
+    """The per-step text: instruction, previous actions, optionally the elements."""
+    prev = previous_actions(obs)[-history:] if history > 0 else []
+    texts = [
+        (a if isinstance(a, str) else format_action(a, output_format, precision))[
+            :MAX_PREVIOUS_CHARS
+        ]
+        for a in prev
+    ]
+    parts = [f"Instruction: {obs.instruction}"]
+    parts.append("Previous actions:" + ("".join(f"\n{t}" for t in texts) if texts else " none"))
+    if include_elements and obs.elements:
+        lines = elements_lines(obs, max_elements, output_format, precision)
+        parts.append("UI elements:\n" + lines)
+    parts.append("Next action:")
+    return "\n".join(parts)
+
+
+def chat_messages(
+    system: str, text: str, has_image: bool, system_role: bool = True
+) -> list[dict[str, Any]]:
+    """The chat for one step in the transformers multimodal message layout (content parts;
+    ``{"type": "image"}`` marks where the screenshot goes)."""
+    user: list[dict[str, Any]] = [{"type": "image"}] if has_image else []
+    if system_role:
+        user.append({"type": "text", "text": text})
+        return [
+            {"role": "system", "content": [{"type": "text", "text": system}]},
+            {"role": "user", "content": user},
+        ]
+    user.append({"type": "text", "text": f"{system}\n\n{text}"})
+    return [{"role": "user", "content": user}]

@@ -1,0 +1,203 @@
+"""The vision-language agent on tiny random models of real families, built in code: prompts,
+action texts, batched generation and exact log-probs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from vlm_helpers import observations
+
+from devicerl.actions import Action
+from devicerl.agents.factory import make_agent
+from devicerl.agents.prompt import ACTION_DOCS
+from devicerl.agents.vlm import VLMAgent
+from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.vlm_prompt import (
+    format_action,
+    parse_action,
+    parse_json,
+    system_text,
+    user_text,
+)
+from devicerl.envs import make
+from devicerl.errors import ConfigError
+from devicerl.records import Observation, Step
+from devicerl.testing.autoui_tiny import build_tiny_autoui
+from devicerl.testing.vlm_tiny import FAMILIES, build_tiny_vlm
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vlm")
+    return {f: build_tiny_vlm(root / f, f) for f in FAMILIES}
+
+
+def _agent(models, family: str = "qwen2_vl", **kw) -> VLMAgent:
+    return VLMAgent.from_pretrained(models[family], VLMConfig(**{"max_new_tokens": 12, **kw}))
+
+
+# -- action texts and prompt ----------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["json", "autoui"])
+def test_every_documented_action_round_trips_through_its_text(fmt) -> None:
+    for doc in ACTION_DOCS:
+        for action in doc.examples:
+            assert parse_action(format_action(action, fmt, 3), fmt) == action
+    assert format_action(Action.tap(0.25, 0.5), "json", 3) == (
+        '{"type": "DUAL_POINT", "touch": [0.25, 0.5]}'
+    )
+    assert "[0.500, 0.250]" in format_action(Action.tap(0.25, 0.5), "autoui", 3)  # [y, x]
+
+
+def test_unreadable_text_becomes_an_invalid_action_never_an_exception() -> None:
+    junk = ["", "no json here", "{", '{"type": "FLY"}', '{"type": "DUAL_POINT"}', "[1, 2]",
+            '{"type": "DUAL_POINT", "touch": [2, 0.5]}', '{"type": "INVALID", "raw": "x"}',
+            "{" * 5000, '{"type": "TYPE", "text": 5}']  # fmt: skip
+    for text in junk:
+        action = parse_json(text)
+        assert action.is_invalid and action.raw == text and action.reason, text
+    assert parse_json('I tap: {"type": "PRESS_BACK"} done') == Action.back()
+    assert parse_json('{"a": {"b": 1}} {"type": "PRESS_HOME"}').is_invalid  # first object
+
+
+def test_prompt_has_screenshot_instruction_and_previous_actions(models) -> None:
+    agent = _agent(models)
+    obs = observations(3)[2]
+    chat = agent.messages(obs, has_image=True)
+    assert chat[0]["role"] == "system" and "DUAL_POINT" in chat[0]["content"][0]["text"]
+    assert chat[1]["content"][0] == {"type": "image"}
+    text = chat[1]["content"][1]["text"]
+    assert text.startswith(f"Instruction: {obs.instruction}\nPrevious actions:\n")
+    assert '{"type": "DUAL_POINT", "touch": [0.1, 0.2]}' in text and "UI elements" not in text
+    assert "box" in user_text(obs, include_elements=True) and "UI elements:" in user_text(
+        obs, include_elements=True
+    )
+    assert "[y, x]" in system_text("autoui") and "[x, y]" in system_text("json")
+    prompt = agent.processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert prompt.count("<|image_pad|>") == 1 and prompt.endswith("<|im_start|>assistant\n")
+    inline = dataclasses.replace(agent.config, system_role=False)
+    assert VLMAgent(agent.module, agent.processor, inline).messages(obs, True)[0]["role"] == "user"
+
+
+# -- generation and log-probs ---------------------------------------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_generation_log_probs_equal_teacher_forcing_padded_and_unpadded(models, family) -> None:
+    """The log-prob recorded while generating (KV cache, left padding, multimodal positions)
+    equals teacher forcing on the same tokens, batched with rows of other lengths and alone."""
+    agent = _agent(models, family, temperature=0.7)
+    with torch.no_grad():  # random adapters' worth of noise: logits far from uniform
+        for p in agent.module.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    obs = observations(5)
+    obs[4] = dataclasses.replace(obs[4], screenshot=None)  # a text-only row in the batch
+    inputs = agent.encode(obs)
+    assert (inputs["attention_mask"] == 0).any()  # the batch is padded
+    ids, lps = agent.generate_ids(inputs, greedy=False)
+    assert all(len(x) == len(lp) > 0 for x, lp in zip(ids, lps))
+    with torch.no_grad():
+        batched = agent.score_ids(agent.encode(obs), ids)
+        alone = [float(agent.score_ids(agent.encode([o]), [x])) for o, x in zip(obs, ids)]
+        reordered = agent.score_ids(agent.encode(obs[::-1]), ids[::-1]).flip(0)
+    sampled = torch.tensor([sum(lp) for lp in lps])
+    assert torch.allclose(batched, sampled, atol=1e-4), (batched, sampled)
+    assert torch.allclose(torch.tensor(alone), sampled, atol=1e-4)
+    assert torch.allclose(reordered, sampled, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "idefics3"])
+def test_act_records_the_log_prob_that_log_prob_recomputes(models, family) -> None:
+    agent = _agent(models, family, temperature=1.3)
+    obs = observations(6)
+    for greedy in (False, True):
+        samples = agent.act(obs, greedy=greedy)
+        assert all(s.extras["policy_version"] == 0 for s in samples)
+        lp = agent.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
+        recorded = torch.tensor([s.log_prob for s in samples])
+        assert torch.allclose(lp.detach(), recorded, atol=1e-4)
+    # the agent's temperature is used in both places: another one gives other log-probs
+    agent.temperature = 1.0
+    with torch.no_grad():
+        other = agent.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
+    assert not torch.allclose(other, recorded, atol=1e-2)
+
+
+def test_samples_that_end_by_themselves_keep_their_generated_log_prob(models) -> None:
+    """After a few imitation steps the model writes the action and stops: the sample is its
+    text's canonical tokens and keeps the log-prob recorded while generating."""
+    agent = _agent(models, max_new_tokens=40)
+    obs = observations(2)
+    opt = torch.optim.Adam(agent.parameters(), lr=1e-2)
+    for _ in range(40):
+        loss = -agent.log_prob(obs, [Action.back()] * 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    samples = agent.act(obs, greedy=True)
+    assert [s.action for s in samples] == [Action.back()] * 2, [s.text for s in samples]
+    assert all("rescored" not in s.extras for s in samples)
+    lp = agent.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
+    assert torch.allclose(lp.detach(), torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+    assert all(s.log_prob > -1.0 for s in samples)
+
+
+def test_greedy_is_deterministic_and_sampling_follows_the_seed(models) -> None:
+    obs = observations(3)
+    a, b = _agent(models, seed=1), _agent(models, seed=1)
+    assert [s.text for s in a.act(obs, greedy=True)] == [s.text for s in a.act(obs, greedy=True)]
+    assert [s.text for s in a.act(obs)] == [s.text for s in b.act(obs)]  # greedy draws no seed
+    assert [s.text for s in a.act(obs)] != [s.text for s in _agent(models, seed=2).act(obs)]
+
+
+def test_fuzzed_output_becomes_invalid_no_op_actions_the_record_keeps(models) -> None:
+    agent = _agent(models, temperature=3.0)
+    env = make("synthetic/tap", n_boxes=3, screen=(64, 96))
+    obs = env.reset(seed=1)
+    sample = agent.act([obs])[0]
+    assert sample.action.is_invalid and isinstance(sample.text, str)
+    assert np.isfinite(sample.log_prob)
+    res = env.step(sample.action)
+    assert res.info["invalid_action"] == sample.action.reason
+    assert res.observation.elements == obs.elements  # a no-op
+    step = Step(obs, sample.action, res.reward, text=sample.text, log_prob=sample.log_prob)
+    again = Action.from_json(step.action.to_json())
+    assert again.raw == sample.text and again.reason == sample.action.reason
+    # the stored text is scored as it was generated
+    lp = agent.log_prob([obs], [step.action], [step.text])
+    assert abs(float(lp.detach()) - sample.log_prob) < 1e-4
+    env.close()
+
+
+def test_canonical_text_of_actions_without_recorded_text(models) -> None:
+    agent = _agent(models)
+    obs = observations(2, history=False)
+    acts = [Action.tap(0.5, 0.25), Action.type_text('say "hi", <|im_end|> then go')]
+    lp = agent.log_prob(obs, acts)
+    texts = [format_action(a, "json", 3) for a in acts]
+    assert torch.allclose(lp, agent.log_prob(obs, acts, texts))
+    assert agent.target_ids(texts[1]).count(agent.eos_ids[0]) == 1  # special text spelled out
+    assert lp.requires_grad and torch.isfinite(lp).all()
+
+
+def test_loading_errors_and_the_factory(models, tmp_path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        VLMAgent.from_pretrained(tmp_path / "nothing")
+    t5, _ = build_tiny_autoui(tmp_path / "t5")
+    with pytest.raises(ConfigError, match="not a vision-language model folder"):
+        VLMAgent.from_pretrained(t5)
+    with pytest.raises(ConfigError, match="temperature"):
+        VLMConfig(temperature=0)
+    agent = make_agent("vlm", path=str(models["qwen3_vl"]), vlm=VLMConfig(max_new_tokens=4))
+    assert isinstance(agent, VLMAgent) and agent.trainable and agent.uses_history
+    assert len(agent.act([Observation("Tap OK", (10, 10))])) == 1  # no screenshot: text only
+    with pytest.raises(ConfigError, match="needs a model directory"):
+        make_agent("vlm")
