@@ -48,6 +48,9 @@ class APIAgentConfig:
         default=True, metadata={"help": f"list up to {MAX_ELEMENTS} UI elements as text"}
     )
     history: int = field(default=4, metadata={"help": "previous actions in the prompt", "min": 0})
+    temperature: float = field(
+        default=0.0, metadata={"help": "sampling temperature (greedy: 0)", "min": 0}
+    )
 
     def validate(self) -> None:
         self.chat.validate()
@@ -67,8 +70,8 @@ class APIAgent(Policy):
     ) -> None:
         self.config = config or APIAgentConfig()
         self.config.validate()
-        self.client = client or ChatClient(self.config.chat)
-        self.temperature = self.client.config.temperature
+        self.client = client or ChatClient(self.config.chat, temperature=self.config.temperature)
+        self.temperature = self.config.temperature
         self._system = system_prompt(PRECISION)
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:

@@ -76,8 +76,6 @@ class ChatConfig:
     requests_per_minute: float | None = field(
         default=None, metadata={"help": "rate limit (null: unlimited)", "gt": 0}
     )
-    temperature: float = field(default=0.0, metadata={"help": "sampling temperature", "min": 0})
-    max_tokens: int = field(default=512, metadata={"help": "longest reply, in tokens", "min": 1})
 
     def validate(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
@@ -171,6 +169,9 @@ class ChatClient:
 
     backoff_s = 1.0
     backoff_max_s = 30.0
+    #: request defaults (a call's own ``temperature`` / ``max_tokens`` win)
+    temperature = 0.0
+    max_tokens = 512
 
     def __init__(
         self,
@@ -178,12 +179,15 @@ class ChatClient:
         transport: httpx.BaseTransport | None = None,
         *,
         backoff_s: float | None = None,
+        temperature: float | None = None,
     ) -> None:
         config.validate()
         register(config.api_key_env)
         self.config = config
         if backoff_s is not None:
             self.backoff_s = backoff_s
+        if temperature is not None:
+            self.temperature = temperature
         self._sem = threading.BoundedSemaphore(config.max_concurrency)
         self._bucket = TokenBucket((config.requests_per_minute or 0.0) / 60.0)
         import httpx
@@ -214,8 +218,8 @@ class ChatClient:
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": list(messages),
-            "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
         }
         body.update(params)
         url = self.config.base_url.rstrip("/") + "/chat/completions"

@@ -82,7 +82,12 @@ class VLMJudge(Judge):
 
     def _request(self) -> dict[str, object]:
         c = self.client.config
-        return {"model": c.model, "temperature": c.temperature, "max_tokens": c.max_tokens}
+        client = self.client
+        return {
+            "model": c.model,
+            "temperature": client.temperature,
+            "max_tokens": client.max_tokens,
+        }
 
     def _judge_step(self, trajectory: Trajectory, index: int) -> Verdict:
         t0 = time.perf_counter()

@@ -34,6 +34,14 @@ MAX_SNAPSHOTS, GATE_MARGIN = 3, 0.1
 #: PBT: bottom/top fraction, chance of resampling instead of perturbing, perturbation factors
 #: (Ray Tune's `PopulationBasedTraining` defaults).
 PBT_QUANTILE, PBT_RESAMPLE, PBT_PERTURBATION = 0.25, 0.25, (0.8, 1.2)
+#: The hyperparameters PBT searches and their resample ranges.
+PBT_RANGES: dict[str, tuple[float, float]] = {
+    "actor_lr": (1e-5, 1e-3),
+    "top_p": (0.05, 0.5),
+    "epsilon": (0.0, 0.3),
+}
+#: Recent episodes per (policy, task) that frontier sampling weighs.
+FRONTIER_WINDOW = 20
 #: A league member's name may also hold '@' (snapshots are ``source@iteration``).
 MEMBER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,95}$")
 
@@ -92,7 +100,6 @@ class FrontierConfig:
     floor: float = field(
         default=0.02, metadata={"help": "weight every task keeps (solved or hopeless)", "min": 0}
     )
-    window: int = field(default=20, metadata={"help": "recent episodes per task", "min": 1})
 
 
 @dataclass
@@ -104,22 +111,6 @@ class PBTConfig:
     )
     population: int = field(default=4, metadata={"help": "copies", "min": 2})
     interval: int = field(default=5, metadata={"help": "iterations between exploits", "min": 1})
-    hyperparams: dict[str, tuple[float, float]] = field(
-        default_factory=lambda: {
-            "actor_lr": (1e-5, 1e-3),
-            "top_p": (0.05, 0.5),
-            "epsilon": (0.0, 0.3),
-        },
-        metadata={"help": "searched hyperparameter -> (low, high) resample range"},
-    )
-
-    def validate(self) -> None:
-        for name, (low, high) in self.hyperparams.items():
-            if name not in PBT_HPARAMS:
-                known = ", ".join(sorted(PBT_HPARAMS))
-                raise ConfigError(f"league.pbt.hyperparams.{name}: unknown (one of {known})")
-            if not low <= high:
-                raise ConfigError(f"league.pbt.hyperparams.{name}: low {low} > high {high}")
 
 
 @dataclass

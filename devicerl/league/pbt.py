@@ -20,7 +20,13 @@ import random
 from typing import Any
 
 from devicerl.errors import ConfigError
-from devicerl.league.config import PBT_PERTURBATION, PBT_QUANTILE, PBT_RESAMPLE, PBTConfig
+from devicerl.league.config import (
+    PBT_PERTURBATION,
+    PBT_QUANTILE,
+    PBT_RANGES,
+    PBT_RESAMPLE,
+    PBTConfig,
+)
 from devicerl.league.hparams import apply_to_policy, get_hparams, set_hparams
 from devicerl.league.state import League
 
@@ -48,7 +54,7 @@ class PBT:
 
     @property
     def names(self) -> list[str]:
-        return list(self.config.hyperparams)
+        return list(PBT_RANGES)
 
     def populate(self) -> list[str]:
         """Member 0 is the policy itself (its configured hyperparameters); the other
@@ -70,7 +76,7 @@ class PBT:
         return list(self.members)
 
     def _resample(self, name: str) -> float:
-        low, high = self.config.hyperparams[name]
+        low, high = PBT_RANGES[name]
         if low > 0 and high / low > 10:  # spans decades (a learning rate): log-uniform
             return math.exp(self.rng.uniform(math.log(low), math.log(high)))
         return self.rng.uniform(low, high)

@@ -17,10 +17,10 @@ from typing import Any
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.errors import ConfigError
 from devicerl.league.config import (
+    FRONTIER_WINDOW,
     GATE_MARGIN,
     MAX_SNAPSHOTS,
     MEMBER_NAME,
-    FrontierConfig,
     LeagueConfig,
     MappingRule,
     PolicySpec,
@@ -107,8 +107,7 @@ class League:
         self.config = config or LeagueConfig()
         snap: SnapshotConfig = self.config.snapshot
         self.members: dict[str, Member] = {}
-        frontier = self.config.frontier or FrontierConfig()
-        self.success = SuccessTable(frontier.window, snap.window)
+        self.success = SuccessTable(FRONTIER_WINDOW, snap.window)
         self.mapping = PolicyMapping(self.config.mapping, seed)
         self.iteration = 0
         self.counters: dict[str, int] = {"snapshots": 0, "added": 0, "removed": 0}

@@ -93,9 +93,6 @@ class EvalConfig:
     n_tasks: int = field(default=96, metadata={"help": "first N tasks of the eval split", "min": 1})
     episodes_per_task: int = field(default=1, metadata={"help": "seeds per task", "min": 1})
     greedy: bool = field(default=True, metadata={"help": "arg-max actions (else sample)"})
-    seed: int = field(
-        default=10_000, metadata={"help": "seed of the evaluation instances", "min": 0}
-    )
     split: Literal["validation", "test"] = field(
         default="validation",
         metadata={

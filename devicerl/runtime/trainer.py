@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 
 #: Newest checkpoints kept on disk.
 KEEP_CHECKPOINTS = 3
+#: Seed of the evaluation instances (the same for every run, so results compare).
+EVAL_SEED = 10_000
 
 
 @dataclass
@@ -434,7 +436,7 @@ class Trainer:
         if cfg.tasks.max_steps:
             tasks = [t.with_max_steps(cfg.tasks.max_steps) for t in tasks]
         e = cfg.eval
-        sampler = eval_sampler(tasks, e.n_tasks, e.episodes_per_task, e.seed, e.split)
+        sampler = eval_sampler(tasks, e.n_tasks, e.episodes_per_task, EVAL_SEED, e.split)
         total = min(len(tasks), cfg.eval.n_tasks) * cfg.eval.episodes_per_task
         with RateProgress("eval", total=total) as bar:
             result = evaluate_policy(
