@@ -367,6 +367,7 @@ class Trainer:
             metrics["rollout/groups_waiting"] = self.groups.waiting
             metrics["rollout/groups_dropped"] = self.groups.dropped
         learn_s = time.perf_counter() - t1
+        metrics["time/learner_s"] = learn_s
         s.version += 1
         s.iteration += 1
         for observer in list(self.observers):

@@ -1,0 +1,231 @@
+"""The training loop against the fleet: env steps/s and episodes/s of the raw devices, of
+collection through the pool and the collector with the agent (weights fixed), and of training
+(online, the learner running), side by side on the same devices and tasks.
+
+- ``raw``: N devices of the run's device spec, each stepped from its own thread in this process
+  (as `browser_throughput.py` drives them), random taps, tasks drawn at random from the suite;
+- ``collect``: the same N devices in the pool's workers (the run's ``env.worker``), the
+  collector batching the ready devices' observations into the agent (the setup's agent, fixed
+  weights);
+- ``train``: the setup trained online (`devicerl.runtime.trainer.Trainer`), collection
+  overlapping the learner.
+
+Each part first warms up (every device opens every task's page once), then is measured for
+``--seconds``. For collection and training the time of each part of the loop is reported as a
+share of the devices' (or the wall's) time: device step, reset, inference, learner, the rest
+(transport, featurization outside the agent, the collector's own work). Goals (issue): collect /
+raw >= 0.5 and train / collect >= 0.8 in episodes/s, for the DOM agent and with pixels.
+
+    python benchmarks/loop_throughput.py --devices 3 --seconds 60 [--pixels]
+
+The last line is ``RESULT collect_vs_raw=X train_vs_collect=Y pixels=P`` (episodes/s ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from devicerl.actions import Action
+from devicerl.config import config_source, load_config
+from devicerl.envs import make
+from devicerl.records import Trajectory
+from devicerl.runtime.collector import Collector
+from devicerl.runtime.observers import TrainerObserver
+from devicerl.runtime.provenance import provenance
+from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.trainer import Trainer
+from devicerl.tasks import TaskSampler, resolve
+
+SUITE = "miniwob-dev"
+SETUP = "miniwob-digirl-tuned"
+#: What ``--pixels`` changes: screenshots, and the agent's pixel features.
+PIXELS = ("env.kwargs.screenshot=true", "agent.small.pixels=true")
+
+
+def setup_config(args: argparse.Namespace, folder: Path | None = None) -> TrainConfig:
+    overrides = [
+        f"tasks.train={SUITE}",
+        f"env.num_envs={args.devices}",
+        "env_steps=10000000",
+        "eval.at_end=false",
+        "logging.tensorboard=false",
+        *(PIXELS if args.pixels else ()),
+        *args.overrides,
+    ]
+    return load_config(TrainConfig, config_source(SETUP), overrides)
+
+
+# -- raw devices ---------------------------------------------------------------------------------
+def raw(cfg: TrainConfig, seconds: float) -> dict[str, float]:
+    """N devices stepped from threads: random taps, random tasks, resets when episodes end."""
+    tasks = [t.name for t in resolve(SUITE)]
+    counts = [[0, 0] for _ in range(cfg.env.num_envs)]
+    ready, go, stop = threading.Barrier(cfg.env.num_envs + 1), threading.Event(), threading.Event()
+
+    def device(i: int) -> None:
+        env = make(cfg.env.name, **cfg.env.kwargs)
+        rng = random.Random(i)
+        try:
+            for t in tasks:  # warm-up: every task's page opened once
+                env.reset(t, seed=rng.randrange(2**30))
+            ready.wait()
+            go.wait()
+            while not stop.is_set():
+                env.reset(rng.choice(tasks), seed=rng.randrange(2**30))
+                counts[i][1] += 1
+                done = False
+                while not done and not stop.is_set():
+                    done = env.step(
+                        Action.tap(rng.uniform(0.02, 0.98), rng.uniform(0.25, 0.98))
+                    ).done
+                    counts[i][0] += 1
+        finally:
+            env.close()
+
+    threads = [threading.Thread(target=device, args=(i,), daemon=True) for i in range(len(counts))]
+    for t in threads:
+        t.start()
+    ready.wait()
+    t0 = time.perf_counter()
+    go.set()
+    time.sleep(seconds)
+    stop.set()
+    dt = time.perf_counter() - t0
+    for t in threads:
+        t.join(60)
+    steps, episodes = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    return {"steps_per_s": steps / dt, "episodes_per_s": episodes / dt}
+
+
+# -- collection ----------------------------------------------------------------------------------
+def collect(cfg: TrainConfig, seconds: float) -> dict[str, float]:
+    """The pool and the collector with the setup's agent, weights fixed."""
+    if cfg.torch_threads is not None:
+        torch.set_num_threads(cfg.torch_threads)
+    agent = cfg.agent.make()
+    n_tasks = len(resolve(SUITE))
+    sampler = TaskSampler(resolve(SUITE), seed=cfg.seed, seeds="train")
+    with cfg.env.make_pool(sampler, seed=cfg.seed) as pool:
+        collector = Collector(pool, agent)
+        episodes = collector.collect(None)
+        opened: set[tuple[Any, str]] = set()
+        while len(opened) < n_tasks * cfg.env.num_envs:  # warm-up: every page opened
+            t = next(episodes)
+            opened.add((t.env_id, t.task))
+        base = collector.stats.env_steps, collector.stats.agent_time_s, collector.stats.actions
+        batches = collector.stats.batches
+        t0 = time.perf_counter()
+        got: list[Trajectory] = []
+        for t in episodes:
+            got.append(t)
+            if time.perf_counter() - t0 >= seconds:
+                break
+        dt = time.perf_counter() - t0
+        s = collector.stats
+        steps = s.env_steps - base[0]
+        device_s = sum(sum(st.device_time_s for st in t.steps) for t in got)
+        reset_s = sum(t.reset_time_s for t in got)
+        n = cfg.env.num_envs
+        return {
+            "steps_per_s": steps / dt,
+            "episodes_per_s": len(got) / dt,
+            "mean_batch": (s.actions - base[2]) / max(1, s.batches - batches),
+            "share/device_step": device_s / (n * dt),
+            "share/reset": reset_s / (n * dt),
+            "share/inference": (s.agent_time_s - base[1]) / dt,
+        }
+
+
+# -- training ------------------------------------------------------------------------------------
+class _Clock(TrainerObserver):
+    """Env steps, episodes and learner time at every iteration, timed."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int, int, float]] = []
+
+    def after_iteration(self, run: Any, metrics: dict[str, Any]) -> None:
+        s = run.state
+        self.marks.append(
+            (time.perf_counter(), s.env_steps, s.episodes, metrics.get("time/learner_s", 0.0))
+        )
+
+
+def train(cfg: TrainConfig, seconds: float, warmup: float, folder: Path) -> dict[str, float]:
+    """The setup trained online; measured over the iterations after ``warmup`` seconds."""
+    run = RunDir(folder)
+    run.create().save_config(cfg)
+    trainer = Trainer(cfg, run)
+    clock = _Clock()
+    trainer.observers.append(clock)
+    timer = threading.Timer(warmup + seconds, trainer.stop.request)
+    t0 = time.perf_counter()
+    timer.start()
+    try:
+        trainer.run()
+    finally:
+        timer.cancel()
+    marks = [m for m in clock.marks if m[0] - t0 >= warmup]
+    if len(marks) < 2:
+        raise SystemExit(
+            "training made fewer than two iterations after the warm-up: raise --seconds"
+        )
+    (ta, sa, ea, _), (tb, sb, eb, _) = marks[0], marks[-1]
+    learner_s = sum(m[3] for m in marks[1:])
+    return {
+        "steps_per_s": (sb - sa) / (tb - ta),
+        "episodes_per_s": (eb - ea) / (tb - ta),
+        "share/learner": learner_s / (tb - ta),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--devices", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=60.0, help="measured window of each part")
+    ap.add_argument("--warmup", type=float, default=60.0, help="training: seconds not measured")
+    ap.add_argument("--pixels", action="store_true", help="screenshots and the pixel agent")
+    ap.add_argument("--parts", nargs="+", default=["raw", "collect", "train"])
+    ap.add_argument("--out", default="runs/loop-throughput", help="the training run's folder")
+    ap.add_argument("--json", help="write the numbers here")
+    ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
+    args = ap.parse_args()
+    cfg = setup_config(args)
+    out: dict[str, Any] = {"devices": args.devices, "pixels": args.pixels, "seconds": args.seconds}
+    if "raw" in args.parts:
+        out["raw"] = raw(cfg, args.seconds)
+        print("raw     ", json.dumps(out["raw"]), flush=True)
+    if "collect" in args.parts:
+        out["collect"] = collect(cfg, args.seconds)
+        print("collect ", json.dumps(out["collect"]), flush=True)
+    if "train" in args.parts:
+        folder = Path(args.out) / ("pixels" if args.pixels else "dom")
+        if folder.exists():
+            import shutil
+
+            shutil.rmtree(folder)
+        out["train"] = train(replace(cfg), args.seconds, args.warmup, folder)
+        print("train   ", json.dumps(out["train"]), flush=True)
+    out["provenance"] = provenance()
+    if all(k in out for k in ("raw", "collect", "train")):
+        cv = out["collect"]["episodes_per_s"] / out["raw"]["episodes_per_s"]
+        tc = out["train"]["episodes_per_s"] / out["collect"]["episodes_per_s"]
+        out["result"] = (
+            f"RESULT collect_vs_raw={cv:.2f} train_vs_collect={tc:.2f} pixels={args.pixels}"
+        )
+        print(out["result"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
