@@ -40,8 +40,8 @@ from devicerl.actions import Action
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.vlm import VLMAgent
 from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
-from devicerl.algos.base import ActorConfig
-from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig
+from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
+from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
 from devicerl.records import Observation, Trajectory
 from devicerl.runtime.rollout import rollout
@@ -67,7 +67,7 @@ def trajectories(n: int, screen: tuple[int, int]) -> list[Trajectory]:
     out = [rollout(env, SyntheticOracle(), task, s) for s in range(n // 2)]
 
     class Miss(SyntheticOracle):
-        def act(self, observations, greedy=False):
+        def act(self, observations, greedy=False, epsilon=None):
             from devicerl.agents.base import ActionSample
 
             return [ActionSample(Action.tap(0.99, 0.99)) for _ in observations]
@@ -142,12 +142,9 @@ def digirl_iteration(agent: VLMAgent, screen: tuple[int, int]) -> dict[str, floa
     """One DigiRL update (critics, then 2 actor updates at batch 8, one screenshot each)."""
     dev = agent.device
     data = trajectories(16, screen)
-    cfg = DigiRLConfig(
-        top_p=1.0,
-        actor=ActorConfig(lr=1e-5, updates=2, batch_size=8),
-        critic=CriticConfig(batch_size=16, step_updates=2, instruction_updates=2),
-    )
-    learner = DigiRL(agent, cfg, seed=0)
+    actor = ActorConfig(lr=1e-5, updates=2, batch_size=8)
+    critic = CriticConfig(batch_size=16, step_updates=2, instruction_updates=2)
+    learner = DigiRL(agent, DigiRLConfig(top_p=1.0), actor, critic, seed=0)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()

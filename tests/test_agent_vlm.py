@@ -3,6 +3,7 @@ action texts, batched generation and exact log-probs."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 
 import numpy as np
@@ -20,6 +21,7 @@ from devicerl.agents.vlm_prompt import (
     parse_action,
     parse_json,
     system_text,
+    template_keeps_system,
     user_text,
 )
 from devicerl.envs import make
@@ -43,8 +45,41 @@ def models(tmp_path_factory):
     return {f: build_tiny_vlm(root / f, f) for f in FAMILIES}
 
 
-def _agent(models, family: str = "qwen2_vl", **kw) -> VLMAgent:
-    return VLMAgent.from_pretrained(models[family], VLMConfig(**{"max_new_tokens": 12, **kw}))
+def _agent(models, family: str = "qwen2_vl", seed: int = 0, **kw) -> VLMAgent:
+    config = VLMConfig(**{"max_new_tokens": 12, **kw})
+    return VLMAgent.from_pretrained(models[family], config, seed=seed)
+
+
+#: Qwen-style chat templates of models without a system role: one raises on a system message
+#: (as Gemma 2's and Mistral's do), one leaves it out, one prints content as a plain string.
+_TURN = (
+    "<|im_start|>{{ m['role'] }}\n{% for p in m['content'] %}{% if p['type'] == 'image' %}"
+    "<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ p['text'] }}{% endif %}{% endfor %}"
+    "<|im_end|>\n"
+)
+_END = "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+RAISES = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}"
+    "{{ raise_exception('System role not supported') }}{% endif %}" + _TURN + "{% endfor %}" + _END
+)
+DROPS = "{% for m in messages %}{% if m['role'] != 'system' %}" + _TURN + "{% endif %}{% endfor %}"
+DROPS += _END
+RAW = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+RAW += "{% endfor %}" + _END
+#: Gemma 3's way: the system text opens the first user turn.
+FOLDS = (
+    "{% set sys = messages[0]['content'][0]['text'] + '\n\n' if messages[0]['role'] == "
+    "'system' else '' %}{% for m in messages if m['role'] != 'system' %}<|im_start|>"
+    "{{ m['role'] }}\n{{ sys if loop.first else '' }}{% for p in m['content'] %}"
+    "{% if p['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% else %}"
+    "{{ p['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endfor %}" + _END
+)
+
+
+def _with_template(processor, template: str):
+    other = copy.copy(processor)
+    other.chat_template = template
+    return other
 
 
 # -- action texts and prompt ----------------------------------------------------------------------
@@ -52,11 +87,12 @@ def _agent(models, family: str = "qwen2_vl", **kw) -> VLMAgent:
 def test_every_documented_action_round_trips_through_its_text(fmt) -> None:
     for doc in ACTION_DOCS:
         for action in doc.examples:
-            assert parse_action(format_action(action, fmt, 3), fmt) == action
-    assert format_action(Action.tap(0.25, 0.5), "json", 3) == (
+            assert parse_action(format_action(action, fmt), fmt) == action
+    assert format_action(Action.tap(0.25, 0.5), "json") == (
         '{"type": "DUAL_POINT", "touch": [0.25, 0.5]}'
     )
-    assert "[0.500, 0.250]" in format_action(Action.tap(0.25, 0.5), "autoui", 3)  # [y, x]
+    assert format_action(Action.tap(0.12345, 0.5), "json").endswith("[0.123, 0.5]}")
+    assert "[0.500, 0.250]" in format_action(Action.tap(0.25, 0.5), "autoui")  # [y, x]
 
 
 def test_unreadable_text_becomes_an_invalid_action_never_an_exception() -> None:
@@ -85,8 +121,42 @@ def test_prompt_has_screenshot_instruction_and_previous_actions(models) -> None:
     assert "[y, x]" in system_text("autoui") and "[x, y]" in system_text("json")
     prompt = agent.processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
     assert prompt.count("<|image_pad|>") == 1 and prompt.endswith("<|im_start|>assistant\n")
-    inline = dataclasses.replace(agent.config, system_role=False)
-    assert VLMAgent(agent.module, agent.processor, inline).messages(obs, True)[0]["role"] == "user"
+    own = VLMAgent(agent.module, agent.processor, agent.config, system_prompt="Tap things.")
+    assert own.messages(obs, True)[0]["content"][0]["text"] == "Tap things."
+
+
+def test_every_tested_family_keeps_its_system_message(models) -> None:
+    for family in FAMILIES:
+        agent = _agent(models, family)
+        assert agent.system_role, family
+        prompt = agent.processor.apply_chat_template(
+            agent.messages(observations(1)[0], True), add_generation_prompt=True, tokenize=False
+        )
+        assert agent.system in prompt, family
+    folds = _with_template(agent.processor, FOLDS)
+    assert template_keeps_system(folds)  # Gemma 3's template folds it into the user turn
+
+
+@pytest.mark.parametrize("template", [RAISES, DROPS, RAW], ids=["raises", "drops", "raw"])
+def test_templates_without_a_system_role_get_the_instructions_in_the_user_turn(
+    models, template
+) -> None:
+    agent = _agent(models)
+    processor = _with_template(agent.processor, template)
+    assert not template_keeps_system(processor)
+    inline = VLMAgent(agent.module, processor, agent.config)
+    assert not inline.system_role
+    obs = observations(3)
+    chat = inline.messages(obs[2], True)
+    assert [m["role"] for m in chat] == ["user"] and chat[0]["content"][0] == {"type": "image"}
+    assert chat[0]["content"][1]["text"].startswith(agent.system + "\n\nInstruction: ")
+    if template is RAW:
+        return
+    prompt = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert agent.system in prompt and prompt.count("<|image_pad|>") == 1
+    samples = inline.act(obs)  # acting and scoring through the template, end to end
+    lp = inline.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
+    assert torch.allclose(lp.detach(), torch.tensor([s.log_prob for s in samples]), atol=1e-4)
 
 
 # -- generation and log-probs ---------------------------------------------------------------------
@@ -156,6 +226,12 @@ def test_greedy_is_deterministic_and_sampling_follows_the_seed(models) -> None:
     assert [s.text for s in a.act(obs, greedy=True)] == [s.text for s in a.act(obs, greedy=True)]
     assert [s.text for s in a.act(obs)] == [s.text for s in b.act(obs)]  # greedy draws no seed
     assert [s.text for s in a.act(obs)] != [s.text for s in _agent(models, seed=2).act(obs)]
+    # exploration levels are the collector's business: sampling at the temperature is the VLM's
+    c, d = _agent(models, seed=4), _agent(models, seed=4)
+    assert [s.text for s in c.act(obs, epsilon=[0.9] * 3)] == [s.text for s in d.act(obs)]
+    acts = [Action.back()] * 3
+    with torch.no_grad():
+        assert torch.equal(c.log_prob(obs, acts, epsilon=[0.9] * 3), c.log_prob(obs, acts))
 
 
 def test_fuzzed_output_becomes_invalid_no_op_actions_the_record_keeps(models) -> None:
@@ -182,7 +258,7 @@ def test_canonical_text_of_actions_without_recorded_text(models) -> None:
     obs = observations(2, history=False)
     acts = [Action.tap(0.5, 0.25), Action.type_text('say "hi", <|im_end|> then go')]
     lp = agent.log_prob(obs, acts)
-    texts = [format_action(a, "json", 3) for a in acts]
+    texts = [format_action(a, "json") for a in acts]
     assert torch.allclose(lp, agent.log_prob(obs, acts, texts))
     assert agent.target_ids(texts[1]).count(agent.eos_ids[0]) == 1  # special text spelled out
     assert lp.requires_grad and torch.isfinite(lp).all()
@@ -196,8 +272,12 @@ def test_loading_errors_and_the_factory(models, tmp_path) -> None:
         VLMAgent.from_pretrained(t5)
     with pytest.raises(ConfigError, match="temperature"):
         VLMConfig(temperature=0)
-    agent = make_agent("vlm", path=str(models["qwen3_vl"]), vlm=VLMConfig(max_new_tokens=4))
+    spec = dict(path=str(models["qwen3_vl"]), vlm=VLMConfig(max_new_tokens=4), seed=7)
+    agent = make_agent("vlm", **spec)
     assert isinstance(agent, VLMAgent) and agent.trainable and agent.uses_history
+    assert agent.seed == 7  # the run's agent.seed
+    obs = observations(2)
+    assert [s.text for s in agent.act(obs)] == [s.text for s in make_agent("vlm", **spec).act(obs)]
     assert len(agent.act([Observation("Tap OK", (10, 10))])) == 1  # no screenshot: text only
     with pytest.raises(ConfigError, match="needs a model directory"):
         make_agent("vlm")

@@ -13,8 +13,8 @@ import devicerl.runtime.collector as collector_mod
 from devicerl.actions import Action
 from devicerl.agents.vlm import VLMAgent
 from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
-from devicerl.algos.base import ActorConfig
-from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig
+from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
+from devicerl.algos.digirl import DigiRL
 from devicerl.envs import EnvSpec, make
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.vlm_tiny import build_tiny_vlm
@@ -22,12 +22,8 @@ from devicerl.testing.vlm_tiny import build_tiny_vlm
 SEED, SCREEN = 3, (64, 96)
 #: A tiny random model's output layer bounds its logits: the adapters include it.
 TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
-CONFIG = VLMConfig(
-    max_new_tokens=24,
-    history=0,
-    precision=1,
-    system_prompt="Tap the box the instruction names. Reply with one JSON action.",
-)
+CONFIG = VLMConfig(max_new_tokens=24, history=0)
+INSTRUCTIONS = "Tap the box the instruction names. Reply with one JSON action."
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -58,7 +54,8 @@ def pretrained(tmp_path_factory):
     """A base model that writes both taps, the wrong one twice as often (imitation of the
     format, as a real checkpoint knows it)."""
     root = tmp_path_factory.mktemp("vlm")
-    agent = VLMAgent.from_pretrained(build_tiny_vlm(root / "base", "qwen2_vl"), CONFIG)
+    base = build_tiny_vlm(root / "base", "qwen2_vl")
+    agent = VLMAgent.from_pretrained(base, CONFIG, system_prompt=INSTRUCTIONS)
     obs, good, bad = _choices()
     opt = torch.optim.Adam(agent.parameters(), lr=1.5e-2)
     for _ in range(80):
@@ -74,6 +71,7 @@ def test_tiny_vlm_learns_the_two_choice_task_through_its_adapters(pretrained) ->
     obs, good, bad = _choices()
     lora = VLMLoRA(r=8, alpha=16, target_modules=TARGETS)
     agent = VLMAgent.from_pretrained(pretrained, dataclasses.replace(CONFIG, lora=lora))
+    assert agent.system == INSTRUCTIONS  # saved with the pretrained agent
 
     def p_good() -> float:
         with torch.no_grad():
@@ -85,15 +83,8 @@ def test_tiny_vlm_learns_the_two_choice_task_through_its_adapters(pretrained) ->
         n: p.detach().clone() for n, p in agent.module.named_parameters() if ".lora_" not in n
     }
     adapters = {n: p.detach().clone() for n, p in agent.named_trainable().items()}
-    learner = DigiRL(
-        agent,
-        DigiRLConfig(
-            top_p=0.5,
-            actor=ActorConfig(lr=1e-2, updates=8, batch_size=8),
-            critic=CriticConfig(batch_size=16),
-        ),
-        seed=0,
-    )
+    actor, critic = ActorConfig(lr=1e-2, updates=8, batch_size=8), CriticConfig(batch_size=16)
+    learner = DigiRL(agent, DigiRLConfig(top_p=0.5), actor, critic, seed=0)
     tasks = [Task("synthetic/tap", max_steps=3, env="synthetic", params={"n_boxes": 2})]
     specs = [
         EnvSpec("synthetic/tap", {"n_boxes": 2, "seed": i, "screen": SCREEN}) for i in range(4)

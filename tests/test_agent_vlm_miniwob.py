@@ -1,5 +1,5 @@
 """End to end on CPU: a tiny vision-language model trains online with DigiRL on MiniWoB++ pages in
-real headless Chromium through the CLI (``configs/miniwob-vlm-digirl.yaml``, screenshots on),
+real headless Chromium through the CLI (the shipped ``miniwob-vlm-digirl`` setup, screenshots on),
 checkpoints, is killed with SIGKILL and resumes with ``devicerl train --resume``."""
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from safetensors.torch import load_file
 
 from devicerl.agents.vlm_prompt import parse_action
 from devicerl.data.store import TrajectoryStore
+from devicerl.records import DEFAULT_POLICY
 from devicerl.runtime.checkpoint import CheckpointManager
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 
-CONFIG = Path(__file__).resolve().parents[1] / "configs" / "miniwob-vlm-digirl.yaml"
+CONFIG = "miniwob-vlm-digirl"  # devicerl/configs/miniwob-vlm-digirl.yaml, by its shipped name
 ITERATIONS = 4
 
 
@@ -59,13 +60,13 @@ def test_tiny_vlm_trains_on_miniwob_is_killed_and_resumes(tmp_path) -> None:
     model = build_tiny_vlm(tmp_path / "model", "qwen2_vl")
     run, tag = tmp_path / "run", uuid.uuid4().hex
     args = [
-        "--config", str(CONFIG), "--out", str(run),
+        "--config", CONFIG, "--out", str(run),
         f"agent.path={model}", "agent.device=cpu", "agent.vlm.max_new_tokens=12",
         "env.num_envs=2", "tasks.train=miniwob/click-test", "tasks.max_steps=2",
         "trajectories_per_iter=4", f"max_iterations={ITERATIONS}", "env_steps=100000",
         "checkpoint_every=1", "eval.at_end=false", "logging.tensorboard=false",
-        "digirl.actor.batch_size=4", "digirl.actor.grad_accum=1", "digirl.actor.updates=2",
-        "digirl.critic.step_updates=1", "digirl.critic.instruction_updates=1",
+        "actor.batch_size=4", "actor.grad_accum=1", "actor.updates=2",
+        "critic.step_updates=1", "critic.instruction_updates=1",
     ]  # fmt: skip
     proc = _train(args, tag)
     deadline = time.monotonic() + 120
@@ -87,9 +88,10 @@ def test_tiny_vlm_trains_on_miniwob_is_killed_and_resumes(tmp_path) -> None:
     mgr = CheckpointManager(run / "checkpoints")
     last = mgr.load(mgr.published()[-1])  # sha256-checked
     assert last.iteration == ITERATIONS and last.state["train"]["version"] == ITERATIONS
-    assert last.models["actor"] and all(".lora_" in k for k in last.models["actor"])
+    actor = last.models[f"{DEFAULT_POLICY}.actor"]  # a single-policy run is a league of one
+    assert actor and all(".lora_" in k for k in actor)
     adapter = load_file(str(run / "agent" / "lora" / "adapter_model.safetensors"))
-    assert adapter.keys() == {k.replace(".default.", ".") for k in last.models["actor"]}
+    assert adapter.keys() == {k.replace(".default.", ".") for k in actor}
     assert (run / "summary.json").exists()
 
     stored = TrajectoryStore(run / "trajectories").read_all()

@@ -118,6 +118,9 @@ def test_served_log_probs_equal_the_learners_and_adapters_follow_versions(
     assert sorted(p.name for p in (tmp_path / "weights").iterdir()) == server.adapters
     loads = [r for r in server.requests if r.path == "/v1/load_lora_adapter"]
     assert [r.body["lora_name"] for r in loads] == [f"{prefix}-v{v}" for v in (1, 2, 3)]
+    bodies = [r.body for r in server.requests if r.path == "/v1/chat/completions"]
+    assert {b["max_tokens"] for b in bodies} == {16}  # the agent's max_new_tokens, per request
+    assert {b["temperature"] for b in bodies} == {0.8, 0.0}  # its temperature; 0: greedy
     chat = [r for r in server.requests if r.path == "/v1/chat/completions"][-1]
     assert chat.body["logprobs"] is True and chat.body["return_tokens_as_token_ids"] is True
     assert chat.body["messages"][1]["content"][0]["image_url"]["url"].startswith(

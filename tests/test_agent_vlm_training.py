@@ -5,6 +5,7 @@ gloo process groups."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -17,9 +18,10 @@ from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.vlm import VLMAgent
 from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
 from devicerl.agents.vlm_load import is_vision_module
-from devicerl.algos.base import ActorConfig
-from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig
+from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
+from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
+from devicerl.errors import DataError
 from devicerl.records import Trajectory
 from devicerl.runtime.distributed.grad_sync import DataParallelSync
 from devicerl.runtime.rollout import rollout
@@ -45,8 +47,8 @@ def models(tmp_path_factory):
     return {f: build_tiny_vlm(root / f, f) for f in ("qwen2_5_vl", "idefics3")}
 
 
-def _agent(path, **kw) -> VLMAgent:
-    return VLMAgent.from_pretrained(path, VLMConfig(**{"max_new_tokens": 8, **kw}))
+def _agent(path, seed: int = 0, **kw) -> VLMAgent:
+    return VLMAgent.from_pretrained(path, VLMConfig(**{"max_new_tokens": 8, **kw}), seed=seed)
 
 
 def _trained(agent: VLMAgent, steps: int = 2, lr: float = 0.1) -> None:
@@ -116,6 +118,48 @@ def test_save_load_round_trip(models, tmp_path, lora) -> None:
         assert all(".lora_" in n for n in agent.get_weights())
 
 
+def test_saved_instructions_and_older_saved_configs_load(models, tmp_path) -> None:
+    """An agent keeps its own instructions; a config saved when the agent had more options
+    (fixed in code or chosen at load time now) still loads; an unknown key is refused."""
+    agent = VLMAgent.from_pretrained(
+        models["idefics3"], VLMConfig(lora=VLMLoRA(r=4), history=2), system_prompt="Tap it."
+    )
+    agent.save(tmp_path / "saved")
+    loaded = VLMAgent.from_pretrained(tmp_path / "saved")
+    assert loaded.system == "Tap it." and loaded.config == agent.config
+    assert VLMAgent.from_pretrained(tmp_path / "saved", system_prompt="Other.").system == "Other."
+
+    meta_file = tmp_path / "saved" / "vlm_agent.json"
+    meta = json.loads(meta_file.read_text())
+    del meta["system_prompt"]  # older agents kept it in their config, with the other options
+    old = {"max_elements": 30, "precision": 3, "system_prompt": "Old words.", "seed": 5,
+           "system_role": False, "attn_implementation": "eager"}  # fmt: skip
+    meta["config"].update(old)
+    meta["config"]["lora"]["dropout"] = 0.05
+    meta["lora"]["dropout"] = 0.05
+    meta["config"]["server"] = {
+        "chat": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_tokens": 64,
+                 "temperature": 0.0},
+        "sync": "none", "weights_dir": None, "adapter_prefix": "x", "keep_adapters": 3,
+        "checkpoint_endpoint": "/reload", "token_ids": False,
+    }  # fmt: skip
+    meta_file.write_text(json.dumps(meta))
+    older = VLMAgent.from_pretrained(tmp_path / "saved")
+    assert older.system == "Old words." and older.config.history == 2
+    assert older.config.lora == VLMLoRA(r=4) and older.config.server is not None
+    assert older.config.server.chat.model == "m" and older.config.server.sync == "none"
+    obs, acts = observations(2), [Action.back(), Action.home()]
+    with torch.no_grad():  # the same adapters
+        again = dataclasses.replace(older.config, server=None)
+        same = VLMAgent.from_pretrained(tmp_path / "saved", again, system_prompt="Tap it.")
+        assert torch.allclose(same.log_prob(obs, acts), loaded.log_prob(obs, acts), atol=1e-5)
+
+    meta["config"]["colour"] = "red"
+    meta_file.write_text(json.dumps(meta))
+    with pytest.raises(DataError, match="colour"):
+        VLMAgent.from_pretrained(tmp_path / "saved")
+
+
 def test_gradient_checkpointing_gives_the_same_loss_and_gradients(models) -> None:
     obs, acts = observations(3), [Action.back(), Action.home(), Action.tap(0.5, 0.5)]
     grads = []
@@ -148,7 +192,7 @@ def _batch(path) -> list[Trajectory]:
 def _learner(path, dtype: str = "float32") -> DigiRL:
     torch.manual_seed(0)
     agent = _agent(path, lora=VLMLoRA(r=4), dtype=dtype, seed=1)
-    return DigiRL(agent, DigiRLConfig(top_p=0.5, actor=ACTOR, critic=CRITIC), seed=3)
+    return DigiRL(agent, DigiRLConfig(top_p=0.5), ACTOR, CRITIC, seed=3)
 
 
 def _parameters(ln: DigiRL) -> dict[str, torch.Tensor]:

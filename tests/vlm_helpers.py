@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from devicerl.actions import Action
 from devicerl.envs import make
-from devicerl.records import Observation
+from devicerl.records import Observation, with_previous_actions
 
 SCREEN = (64, 96)
 
@@ -15,9 +15,7 @@ def observations(n: int = 4, kind: str = "tap", history: bool = True) -> list[Ob
     env = make(f"synthetic/{kind}", n_boxes=3, screen=SCREEN)
     out = [env.reset(seed=s) for s in range(n)]
     env.close()
-    if history:
-        for i, o in enumerate(out):
-            o.extras["previous_actions"] = [Action.tap(0.1, 0.2), Action.type_text("hello")][
-                : i % 3
-            ]
-    return out
+    if not history:
+        return out
+    earlier = [Action.tap(0.1, 0.2), Action.type_text("hello")]
+    return [with_previous_actions(o, earlier[: i % 3]) for i, o in enumerate(out)]

@@ -100,7 +100,7 @@ class AgentSpec:
             from devicerl.agents.vlm import VLMAgent
 
             assert self.path is not None
-            return VLMAgent.from_pretrained(self.path, self.vlm, device=self.device)
+            return VLMAgent.from_pretrained(self.path, self.vlm, device=self.device, seed=self.seed)
         if self.kind == "api":
             from devicerl.agents.api import APIAgent
 

@@ -208,7 +208,6 @@ class SmallAgent(TorchPolicy):
             scores = self._score(lp, targets, batch.meta)
         for s, v in zip(samples, scores.tolist()):
             s.log_prob = float(v)
-            s.extras["policy_version"] = self.version
         return samples
 
     def _pick(self, logp: torch.Tensor, greedy: bool) -> torch.Tensor:

@@ -2,8 +2,11 @@
 SmolVLM, Gemma 3, ...): ``AutoModelForImageTextToText`` + ``AutoProcessor`` from a local folder.
 
 Input: the screenshot, the instruction and the previous actions through the model's own chat
-template (`devicerl.agents.vlm_prompt`); output: one action as JSON (or AutoUI's text), parsed
-by the codecs; text that does not parse becomes an invalid action the record keeps.
+template (`devicerl.agents.vlm_prompt`; instructions in a system message, or at the top of the
+user message for a template without a system role); output: one action as JSON (or AutoUI's
+text), parsed by the codecs; text that does not parse becomes an invalid action the record keeps.
+The exploration levels a collector may pass (``epsilon``) are ignored: sampling at
+``temperature`` is this policy's exploration.
 
 Acting is one batched ``generate`` over whatever observations are given (left padding, KV cache,
 greedy or sampled at ``temperature``; the model's own generation defaults, such as a hub
@@ -22,7 +25,9 @@ Training: LoRA through peft on the language model's projections (``VLMConfig.lor
 vision tower frozen unless ``train_vision``) or the whole language model; gradient
 checkpointing; bfloat16 on a GPU, float32 on a CPU (``dtype``). `get_weights` / `set_weights`
 move the trainable weights only (the adapters with LoRA). `save` writes the adapters (peft's
-safetensors folder) or the whole model, the processor and ``vlm_agent.json``.
+safetensors folder) or the whole model, the processor and ``vlm_agent.json`` (the config, the
+version and custom instructions, if any). ``seed`` (a run's ``agent.seed``) seeds sampling and
+new adapters.
 
 With ``VLMConfig.server`` the agent acts through an OpenAI-compatible server and pushes each new
 version's weights there (`devicerl.agents.vlm_remote`); its own model then loads only when
@@ -46,7 +51,7 @@ from torch import nn
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, config_from_saved, lora_from_saved
 from devicerl.agents.vlm_load import (
     is_vision_module,
     load_processor,
@@ -59,6 +64,7 @@ from devicerl.agents.vlm_prompt import (
     format_action,
     parse_action,
     system_text,
+    template_keeps_system,
     user_text,
 )
 from devicerl.errors import ConfigError, DataError
@@ -117,8 +123,13 @@ class VLMAgent(TorchPolicy):
         config: VLMConfig | None = None,
         device: str | torch.device = "cpu",
         base_dir: str | Path | None = None,
+        *,
+        seed: int = 0,
+        system_prompt: str | None = None,
     ) -> None:
-        """``model``: the model, or a function that loads it when first needed."""
+        """``model``: the model, or a function that loads it when first needed.
+        ``system_prompt``: instructions replacing the generated ones (the action space and its
+        format); saved with the agent."""
         self.config = cfg = config or VLMConfig()
         cfg.validate()
         self.temperature = cfg.temperature
@@ -128,8 +139,12 @@ class VLMAgent(TorchPolicy):
         self.base_dir = str(Path(base_dir).resolve()) if base_dir is not None else None
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg.dtype, self.device)
-        self.system = cfg.system_prompt or system_text(cfg.output_format, cfg.precision)
-        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.system_prompt = system_prompt
+        self.system = system_prompt or system_text(cfg.output_format)
+        #: False for a chat template without a system role: instructions go in the user turn.
+        self.system_role = template_keeps_system(processor)
+        self.seed = int(seed)
+        self.generator = torch.Generator().manual_seed(self.seed)
         self.version = 0
         self._module: nn.Module | None = None
         self._loader = model if not isinstance(model, nn.Module) else None
@@ -203,7 +218,7 @@ class VLMAgent(TorchPolicy):
 
         targets = lora_targets(model, lora, vision=self.config.train_vision)
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.config.seed)
+            torch.manual_seed(self.seed)
             peft = get_peft_model(model, lora_config(lora, targets, self.base_dir))
         return peft.to(self.device)
 
@@ -225,22 +240,39 @@ class VLMAgent(TorchPolicy):
         path: str | Path,
         config: VLMConfig | None = None,
         device: str | torch.device = "cpu",
+        *,
+        seed: int = 0,
+        system_prompt: str | None = None,
+        attn_implementation: str | None = None,
     ) -> VLMAgent:
-        """A saved agent (`save`) or any local transformers image-text-to-text model folder."""
+        """A saved agent (`save`) or any local transformers image-text-to-text model folder.
+
+        ``config`` None: the saved agent's own (older saved configs load too, see
+        `config_from_saved`). ``system_prompt`` None: the saved agent's instructions, if it
+        had its own, else the generated ones. ``attn_implementation``: transformers' attention
+        kernel (sdpa, eager, flash_attention_2; None: its default)."""
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"VLM model directory {path} does not exist")
         saved = read_json(path / AGENT_FILE) if (path / AGENT_FILE).exists() else None
-        if saved is not None and config is None:
+        lora: VLMLoRA | None = None
+        if saved is not None:
             try:
-                config = VLMConfig(**saved["config"])
+                if config is None:
+                    config = config_from_saved(saved["config"])
+                if saved.get("lora"):
+                    lora = lora_from_saved(saved["lora"])
             except (KeyError, TypeError, ValueError, ConfigError) as e:
                 raise DataError(f"{path / AGENT_FILE}: bad agent config ({e})") from None
+            if system_prompt is None:  # older agents kept it in their config
+                old = saved.get("config")
+                older = old.get("system_prompt") if isinstance(old, dict) else None
+                system_prompt = saved.get("system_prompt") or older
         cfg = config or VLMConfig()
-        adapters = path / LORA_DIR if saved is not None and saved.get("lora") else None
+        adapters = path / LORA_DIR if lora is not None else None
         base = Path(saved["base_dir"]) if adapters is not None and saved else path
-        if adapters is not None and cfg.lora is None:
-            cfg = dataclasses.replace(cfg, lora=VLMLoRA(**saved["lora"]))  # type: ignore[index]
+        if lora is not None and cfg.lora is None:
+            cfg = dataclasses.replace(cfg, lora=lora)
         if not base.is_dir():
             raise ConfigError(f"{path}: its base model directory {base} does not exist")
         try:
@@ -258,8 +290,8 @@ class VLMAgent(TorchPolicy):
             from transformers import AutoModelForImageTextToText
 
             kwargs: dict[str, Any] = {"dtype": resolve_dtype(cfg.dtype, dev)}
-            if cfg.attn_implementation:
-                kwargs["attn_implementation"] = cfg.attn_implementation
+            if attn_implementation:
+                kwargs["attn_implementation"] = attn_implementation
             try:
                 model = AutoModelForImageTextToText.from_pretrained(str(base), **kwargs)
             except (OSError, ValueError, KeyError) as e:
@@ -272,7 +304,8 @@ class VLMAgent(TorchPolicy):
                 model = PeftModel.from_pretrained(model, str(adapters), is_trainable=True)
             return model
 
-        agent = cls(load if cfg.server is not None else load(), processor, cfg, dev, base)
+        model = load if cfg.server is not None else load()
+        agent = cls(model, processor, cfg, dev, base, seed=seed, system_prompt=system_prompt)
         agent.version = int((saved or {}).get("version", 0))
         if adapters is not None:
             agent.saved_adapter = adapters
@@ -292,11 +325,8 @@ class VLMAgent(TorchPolicy):
     def messages(self, obs: Observation, has_image: bool) -> list[dict[str, Any]]:
         """The chat for one observation (``{"type": "image"}`` marks the screenshot)."""
         cfg = self.config
-        text = user_text(
-            obs, cfg.output_format, cfg.history, cfg.include_elements, cfg.max_elements,
-            cfg.precision,
-        )  # fmt: skip
-        return chat_messages(self.system, text, has_image, cfg.system_role)
+        text = user_text(obs, cfg.output_format, cfg.history, cfg.include_elements)
+        return chat_messages(self.system, text, has_image, self.system_role)
 
     def encode_chats(
         self, chats: Sequence[list[dict[str, Any]]], images: Sequence[Any]
@@ -373,7 +403,13 @@ class VLMAgent(TorchPolicy):
         ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
         return [*ids, self.eos_ids[0]]
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False) -> list[ActionSample]:
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ) -> list[ActionSample]:
+        """One action per observation, generated (``epsilon`` is ignored: see the module doc)."""
         if not observations:
             return []
         if self.config.server is not None:
@@ -413,16 +449,17 @@ class VLMAgent(TorchPolicy):
         texts: Sequence[str | None] | None = None,
         *,
         floor: bool = True,
+        epsilon: Sequence[float] | None = None,
     ) -> torch.Tensor:
         """Teacher-forced log-probs (summed over tokens, end-of-sequence included) of the
-        recorded texts, else of the actions' canonical text; differentiable. ``floor`` changes
-        nothing (no exploration floor)."""
+        recorded texts, else of the actions' canonical text; differentiable. ``floor`` and
+        ``epsilon`` change nothing (no exploration floor)."""
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
         cfg = self.config
         targets = [
-            t if t is not None else format_action(a, cfg.output_format, cfg.precision)
+            t if t is not None else format_action(a, cfg.output_format)
             for a, t in zip(actions, texts or [None] * len(actions))
         ]
         return self.score_ids(self.encode(observations), [self.target_ids(t) for t in targets])
@@ -505,6 +542,7 @@ class VLMAgent(TorchPolicy):
             "version": self.version,
             "base_dir": self.base_dir if lora else None,
             "lora": lora,
+            "system_prompt": self.system_prompt,
             "format": 1,
         }
         write_json(out / AGENT_FILE, meta)

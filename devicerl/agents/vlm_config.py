@@ -3,15 +3,26 @@
 
 Config loading and ``devicerl train --help`` need these classes but not transformers, so they
 live here (torch-free), as `devicerl.agents.config` does for the other agents.
+
+The options are what a run's setup chooses. The rest is fixed in code (the element limit and
+coordinate decimals in `devicerl.agents.vlm_prompt`, adapter naming and endpoints in
+`devicerl.agents.vlm_remote`) or is a keyword of `VLMAgent.from_pretrained` for code that needs
+it (the instructions, the attention kernel, the seed, which a run takes from ``agent.seed``).
+`config_from_saved` reads the config an agent saved, including one saved with options that no
+longer exist.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devicerl.clients.chat import ChatConfig
 from devicerl.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def _opt(default: Any, help: str, **bounds: float) -> Any:
@@ -25,11 +36,11 @@ DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 @dataclass
 class VLMLoRA:
-    """LoRA adapters (peft) on the language model's projections; the vision tower keeps none."""
+    """LoRA adapters (peft, no dropout) on the language model's projections; the vision tower
+    keeps none."""
 
     r: int = _opt(16, "adapter rank", min=1)
     alpha: int = _opt(32, "adapter scale (alpha / r multiplies the update)", min=1)
-    dropout: float = _opt(0.0, "dropout on the adapter input", min=0, lt=1)
     target_modules: tuple[str, ...] = _opt(
         DEFAULT_LORA_TARGETS,
         "last names of the linear layers adapted (e.g. q_proj, gate_proj); layers inside the "
@@ -46,15 +57,15 @@ class VLMLoRA:
 class VLMServerConfig:
     """Act through an OpenAI-compatible inference server (vLLM, SGLang) instead of locally.
 
-    ``chat.model`` is the served base model's name. After each new policy version the agent
-    writes the new weights where the server can read them (``weights_dir``) and tells the
-    server to load them: with ``sync: lora`` the LoRA adapter, through vLLM's
-    ``/v1/load_lora_adapter`` (served as ``<adapter_prefix>-<id>-v<version>``, older adapters
-    unloaded); with ``sync: checkpoint`` the whole model, through ``checkpoint_endpoint``
-    (SGLang's ``/update_weights_from_disk`` by default); ``none`` pushes nothing.
+    ``chat.model`` is the served base model's name; each request carries the agent's own
+    temperature and ``max_new_tokens``. After each new policy version the agent writes the new
+    weights where the server can read them (``weights_dir``) and tells the server to load them:
+    with ``sync: lora`` the LoRA adapter, through vLLM's ``/v1/load_lora_adapter``; with
+    ``sync: checkpoint`` the whole model, through SGLang's ``/update_weights_from_disk``;
+    ``none`` pushes nothing (`devicerl.agents.vlm_remote`).
     """
 
-    chat: ChatConfig = field(default_factory=lambda: ChatConfig(max_tokens=64))
+    chat: ChatConfig = field(default_factory=ChatConfig)
     sync: Literal["lora", "checkpoint", "none"] = _opt(
         "lora", "how new weights reach the server: lora, checkpoint or none"
     )
@@ -62,22 +73,6 @@ class VLMServerConfig:
         None, "folder the server can read, where adapters and checkpoints are written (null: a "
         "temporary folder; use a shared one when the server runs on another machine)"
     )  # fmt: skip
-    adapter_prefix: str = _opt(
-        "devicerl",
-        "served adapters are named <prefix>-<id>-v<version> (id: 6 hex digits per agent copy, so "
-        "copies sharing a server never load over each other's adapters)",
-    )
-    keep_adapters: int = _opt(2, "adapters kept loaded on the server (older ones unloaded)", min=1)
-    checkpoint_endpoint: str = _opt(
-        "/update_weights_from_disk",
-        "path (from the server root) that reloads full weights from a folder: body "
-        '{"model_path": folder}',
-    )
-    token_ids: bool = _opt(
-        True,
-        "ask for token ids with the log-probs (vLLM's return_tokens_as_token_ids), so samples "
-        "whose tokens are not the text's canonical spelling are marked",
-    )
 
     def validate(self) -> None:
         self.chat.validate()
@@ -100,18 +95,9 @@ class VLMConfig:
     include_elements: bool = _opt(
         False, "list the UI elements in the prompt (a phone's screen gives pixels only)"
     )
-    max_elements: int = _opt(30, "longest element list", min=0)
-    precision: int = _opt(3, "decimals of coordinates in prompts and action texts", min=0)
     image_size: tuple[int, int] | None = _opt(
         None, "(width, height) the screenshot is resized to before the processor (null: as is)"
     )
-    system_prompt: str | None = _opt(
-        None, "instructions replacing the generated ones (the action space and its format)"
-    )
-    system_role: bool = _opt(
-        True, "send the instructions as a system message (off: at the top of the user message, "
-        "for chat templates without a system role)"
-    )  # fmt: skip
     max_new_tokens: int = _opt(64, "longest generated action text, in tokens", min=1)
     temperature: float = _opt(1.0, "sampling temperature (greedy decoding ignores it)", gt=0)
     lora: VLMLoRA | None = _opt(None, "LoRA adapters; null trains the whole language model")
@@ -122,10 +108,6 @@ class VLMConfig:
     dtype: Literal["auto", "float32", "bfloat16", "float16", "float64"] = _opt(
         "auto", "weights' dtype; auto: bfloat16 on a GPU, float32 on a CPU"
     )
-    attn_implementation: str | None = _opt(
-        None, "transformers attention kernel (sdpa, eager, flash_attention_2); null: its default"
-    )
-    seed: int = _opt(0, "seed of sampling and of new adapters", min=0)
     server: VLMServerConfig | None = _opt(
         None, "act through an OpenAI-compatible server (null: generate locally)"
     )
@@ -150,3 +132,64 @@ class VLMConfig:
     def validate(self) -> None:
         if self.server is not None:
             self.server.validate()
+
+
+#: Options older agents saved that are now fixed in code or chosen at load time, with the value
+#: the code now uses (None: a load-time choice, any saved value is fine to drop).
+RETIRED = {
+    "max_elements": 30,
+    "precision": 3,
+    "system_role": None,
+    "attn_implementation": None,
+    "seed": None,
+    "system_prompt": None,
+}
+RETIRED_LORA = {"dropout": None}
+RETIRED_SERVER = {
+    "adapter_prefix": None,
+    "keep_adapters": None,
+    "checkpoint_endpoint": None,
+    "token_ids": None,
+}
+
+
+def _known(cls: type, data: dict[str, Any], retired: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` without the retired keys; a retired option saved with another value than the
+    code now uses is logged (the agent then runs with the code's value)."""
+    out = dict(data)
+    for key, now in retired.items():
+        if key in out:
+            old = out.pop(key)
+            if now is not None and old != now:
+                log.warning("%s%s=%r saved by an older version is not an option any more; "
+                            "%r is used", where, key, old, now)  # fmt: skip
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(out) - names)
+    if unknown:
+        raise ConfigError(f"{where}{unknown[0]}: not an option of {cls.__name__}")
+    return out
+
+
+def lora_from_saved(data: dict[str, Any]) -> VLMLoRA:
+    """The LoRA settings an agent saved (``dataclasses.asdict``), older layouts included."""
+    return VLMLoRA(**_known(VLMLoRA, data, RETIRED_LORA, "vlm.lora."))
+
+
+def config_from_saved(data: dict[str, Any]) -> VLMConfig:
+    """The config an agent saved (``dataclasses.asdict`` of a `VLMConfig`), including one
+    written when more options existed: those are dropped (see `RETIRED`); a key no version had
+    is a `ConfigError` naming it."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"the saved config is a {type(data).__name__}, not a mapping")
+    out = _known(VLMConfig, data, RETIRED, "vlm.")
+    if isinstance(out.get("lora"), dict):
+        out["lora"] = lora_from_saved(out["lora"])
+    server = out.get("server")
+    if isinstance(server, dict):
+        server = _known(VLMServerConfig, server, RETIRED_SERVER, "vlm.server.")
+        chat = server.get("chat")
+        if isinstance(chat, dict):  # chat options come and go with the chat client's
+            fields = {f.name for f in dataclasses.fields(ChatConfig)}
+            server["chat"] = ChatConfig(**{k: v for k, v in chat.items() if k in fields})
+        out["server"] = VLMServerConfig(**server)
+    return VLMConfig(**out)

@@ -123,7 +123,7 @@ def lora_config(lora: VLMLoRA, targets: Iterable[str], base_dir: str | None) -> 
     return LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
+        lora_dropout=0.0,  # the log-probs recorded while acting are those training recomputes
         target_modules=sorted(targets),
         base_model_name_or_path=base_dir,
     )

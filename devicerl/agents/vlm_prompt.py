@@ -3,13 +3,18 @@
 A step's prompt is two chat messages: a system message (the action space, generated from
 `devicerl.agents.prompt.ACTION_DOCS` with examples written by the chosen action codec, so the
 prompt and the parser cannot drift apart) and a user message holding the screenshot and the text
-``Instruction: ...`` / ``Previous actions: ...`` (the last ``history`` actions, written in the
-output format) / optionally ``UI elements: ...`` / ``Next action:``. The model's chat template
-turns them into tokens, so any family's own format (Qwen's ``<|im_start|>``, Idefics3's
-``User:``, Gemma's ``<start_of_turn>``) is respected.
+``Instruction: ...`` / ``Previous actions: ...`` (the last ``history`` of
+``Observation.previous_actions``, written in the output format) / optionally ``UI elements: ...``
+(at most `MAX_ELEMENTS`) / ``Next action:``. The model's chat template turns them into tokens,
+so any family's own format (Qwen's ``<|im_start|>``, Idefics3's ``User:``, Gemma's
+``<start_of_turn>``) is respected.
+
+Chat templates without a system role (one that raises on a system message or drops it) get
+the instructions at the top of the user message instead: `template_keeps_system` tries the
+processor's template once.
 
 Two output formats: ``json`` (the default), one object as `Action.to_dict` writes it with
-coordinates rounded, points as ``[x, y]`` and a tap's lift point left out
+coordinates rounded to `PRECISION` decimals, points as ``[x, y]`` and a tap's lift point left out
 (``{"type": "DUAL_POINT", "touch": [0.25, 0.5]}``); ``autoui``, AutoUI's text
 (`format_autoui`, points as ``[y, x]``). Parsing never raises: text without a readable action
 becomes an invalid action carrying the text and the reason.
@@ -27,6 +32,11 @@ from devicerl.records import Observation
 
 #: Texts of earlier actions longer than this are cut (junk from invalid actions stays short).
 MAX_PREVIOUS_CHARS = 200
+#: Decimals of coordinates in prompts and action texts (a thousandth of the screen: finer than a
+#: tap needs, short in tokens).
+PRECISION = 3
+#: Longest UI element list in a prompt (with ``include_elements``).
+MAX_ELEMENTS = 30
 
 #: What the JSON format says of the two action types whose fields differ from AutoUI's text.
 _JSON_SUMMARIES = {
@@ -39,22 +49,16 @@ _JSON_SUMMARIES = {
 }
 
 
-def previous_actions(obs: Observation) -> list[Action | str]:
-    """The actions taken earlier in the episode (the collector fills them in; learners rebuild
-    them from the trajectory). The one place that reads them."""
-    return list(obs.extras.get("previous_actions") or [])
-
-
 # -- action text ----------------------------------------------------------------------------------
-def format_json(action: Action, precision: int = 3) -> str:
+def format_json(action: Action) -> str:
     """An action as the JSON the model writes: `Action.to_dict` with rounded coordinates and no
     lift point for a tap. An invalid action is written back as its raw text."""
     if action.type is ActionType.INVALID:
         return action.raw
     d: dict[str, Any] = {"type": action.type.value}
     if action.touch is not None:
-        d["touch"] = [round(v, precision) for v in action.touch]
-        lift = [round(v, precision) for v in action.lift or action.touch]
+        d["touch"] = [round(v, PRECISION) for v in action.touch]
+        lift = [round(v, PRECISION) for v in action.lift or action.touch]
         if lift != d["touch"]:
             d["lift"] = lift
     if action.type is ActionType.TYPE:
@@ -88,11 +92,11 @@ def parse_json(text: str) -> Action:
     return Action.invalid(text, reason)
 
 
-def format_action(action: Action, output_format: str, precision: int) -> str:
+def format_action(action: Action, output_format: str) -> str:
     """The canonical text of ``action`` in the output format."""
     if output_format == "autoui":
-        return format_autoui(action, precision=precision)
-    return format_json(action, precision)
+        return format_autoui(action, precision=PRECISION)
+    return format_json(action)
 
 
 def parse_action(text: str, output_format: str) -> Action:
@@ -101,7 +105,7 @@ def parse_action(text: str, output_format: str) -> Action:
 
 
 # -- prompt ---------------------------------------------------------------------------------------
-def system_text(output_format: str = "json", precision: int = 3) -> str:
+def system_text(output_format: str = "json") -> str:
     """The instructions: the task, the action space with codec-written examples, the format."""
     lines = [
         "You operate a device (a phone or a web page) to carry out the user's instruction. You "
@@ -113,7 +117,7 @@ def system_text(output_format: str = "json", precision: int = 3) -> str:
         if output_format == "json":
             summary = _JSON_SUMMARIES.get(doc.type, summary)
         lines.append(f"- {doc.type.value}: {summary}")
-        lines += [f"  Example: {format_action(a, output_format, precision)}" for a in doc.examples]
+        lines += [f"  Example: {format_action(a, output_format)}" for a in doc.examples]
     if output_format == "json":
         lines.append("Reply with the JSON object only.")
     else:
@@ -124,7 +128,7 @@ def system_text(output_format: str = "json", precision: int = 3) -> str:
     return "\n".join(lines)
 
 
-def elements_lines(obs: Observation, limit: int, output_format: str, precision: int) -> str:
+def elements_lines(obs: Observation, output_format: str, limit: int = MAX_ELEMENTS) -> str:
     """One line per UI element: role, text, value, flags and centre (in the format's order)."""
     out = []
     for el in obs.elements[:limit]:
@@ -133,8 +137,8 @@ def elements_lines(obs: Observation, limit: int, output_format: str, precision: 
         flags = [n for n, on in (("editable", el.editable), ("focused", el.focused)) if on]
         value = f" value={el.value!r}" if el.value else ""
         out.append(
-            f"- {el.role} {el.text!r}{value} at [{point[0]:.{precision}f}, "
-            f"{point[1]:.{precision}f}]" + (f" ({', '.join(flags)})" if flags else "")
+            f"- {el.role} {el.text!r}{value} at [{point[0]:.{PRECISION}f}, "
+            f"{point[1]:.{PRECISION}f}]" + (f" ({', '.join(flags)})" if flags else "")
         )
     if len(obs.elements) > limit:
         out.append(f"- ... {len(obs.elements) - limit} more elements")
@@ -142,26 +146,15 @@ def elements_lines(obs: Observation, limit: int, output_format: str, precision: 
 
 
 def user_text(
-    obs: Observation,
-    output_format: str = "json",
-    history: int = 4,
-    include_elements: bool = False,
-    max_elements: int = 30,
-    precision: int = 3,
+    obs: Observation, output_format: str = "json", history: int = 4, include_elements: bool = False
 ) -> str:
     """The per-step text: instruction, previous actions, optionally the elements."""
-    prev = previous_actions(obs)[-history:] if history > 0 else []
-    texts = [
-        (a if isinstance(a, str) else format_action(a, output_format, precision))[
-            :MAX_PREVIOUS_CHARS
-        ]
-        for a in prev
-    ]
+    prev = list(obs.previous_actions)[-history:] if history > 0 else []
+    texts = [format_action(a, output_format)[:MAX_PREVIOUS_CHARS] for a in prev]
     parts = [f"Instruction: {obs.instruction}"]
     parts.append("Previous actions:" + ("".join(f"\n{t}" for t in texts) if texts else " none"))
     if include_elements and obs.elements:
-        lines = elements_lines(obs, max_elements, output_format, precision)
-        parts.append("UI elements:\n" + lines)
+        parts.append("UI elements:\n" + elements_lines(obs, output_format))
     parts.append("Next action:")
     return "\n".join(parts)
 
@@ -180,3 +173,23 @@ def chat_messages(
         ]
     user.append({"type": "text", "text": f"{system}\n\n{text}"})
     return [{"role": "user", "content": user}]
+
+
+#: Stands for the instructions when a chat template is tried (`template_keeps_system`).
+_PROBE = "devicerl-system-probe-7f3a"
+
+
+def template_keeps_system(processor: Any) -> bool:
+    """True when the processor's chat template renders a system message's text (as such or
+    folded into the first user turn, as Gemma 3's does). A template that raises on a system
+    message ("System role not supported"), leaves its text out, or prints its content parts
+    raw (a template that expects a plain string) is one without a system role: the agent then
+    puts the instructions at the top of the user message."""
+    chat = chat_messages(_PROBE, "Next action:", has_image=False)
+    try:
+        out = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    except Exception:  # jinja's TemplateError, transformers' ValueError: no system role
+        return False
+    if isinstance(out, list):  # some processors return one prompt per chat
+        out = out[0] if out else ""
+    return isinstance(out, str) and _PROBE in out and f"'text': '{_PROBE}'" not in out

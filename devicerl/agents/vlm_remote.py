@@ -3,23 +3,24 @@
 `ServedPolicy` sends each observation as one ``/v1/chat/completions`` request with the same chat
 the local model sees (`devicerl.agents.vlm_prompt`; the screenshot, resized as the agent
 resizes it, as a lossless PNG), ``logprobs: true`` and the agent's sampling settings (plain
-sampling at its temperature, ``top_p`` 1; ``temperature`` 0 for greedy). The sample's log-prob
+sampling at its temperature, ``top_p`` 1, ``max_tokens`` its ``max_new_tokens``; ``temperature`` 0
+for greedy). The sample's log-prob
 is the sum of the returned per-token log-probs (end-of-sequence included, as vLLM returns it).
 For them to be the log-probs of the sampling distribution, run vLLM with
 ``--logprobs-mode processed_logprobs`` (its default, ``raw_logprobs``, is at temperature 1).
-With ``token_ids`` (vLLM's ``return_tokens_as_token_ids``) a sample whose tokens are not its
+With `TOKEN_IDS` (vLLM's ``return_tokens_as_token_ids``) a sample whose tokens are not its
 text's canonical tokens, or that stopped at ``max_tokens``, is marked in ``extras["rescored"]``
 like a local one, but keeps the server's log-prob (the model is not loaded to rescore it).
 
 Weights reach the server after each new policy version (`push`, called by
 `VLMAgent.set_weights`, and before acting by a copy whose loaded weights are newer than the
 served ones, such as a learner's actor being evaluated): ``sync: lora`` writes the adapter
-(peft's layout, from the published weights alone) to ``weights_dir/<prefix>-<id>-v<version>`` and
-posts it to ``/v1/load_lora_adapter``; requests then name that adapter as their model, and
-adapters beyond ``keep_adapters`` are unloaded (``/v1/unload_lora_adapter``) and their folders
-deleted. ``sync: checkpoint`` saves the whole model to a folder and posts its path to
-``checkpoint_endpoint``. Every sample records the version it was served by
-(``extras["policy_version"]``), which is the agent's `version`.
+(peft's layout, from the published weights alone) to
+``weights_dir/<ADAPTER_PREFIX>-<id>-v<version>`` and posts it to ``/v1/load_lora_adapter``;
+requests then name that adapter as their model, and adapters beyond `KEEP_ADAPTERS` are unloaded
+(``/v1/unload_lora_adapter``) and their folders deleted. ``sync: checkpoint`` saves the whole
+model to a folder and posts its path to `CHECKPOINT_ENDPOINT` (SGLang's). Every sample records
+the version it was served by (``extras["policy_version"]``), which is the agent's `version`.
 
 A request that fails after the client's retries becomes an invalid action carrying the reason;
 401/403 stop the run (`ChatAuthError`). The API key comes from the environment variable the
@@ -40,7 +41,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -56,17 +57,30 @@ from devicerl.errors import ConfigError
 from devicerl.records import Observation
 from devicerl.secrets import scrub
 
-if TYPE_CHECKING:
-    from devicerl.agents.vlm import VLMAgent
-
 log = logging.getLogger(__name__)
 _TOKEN_ID = re.compile(r"^token_id:(\d+)$")
 
+#: Served adapters are named ``<prefix>-<id>-v<version>`` (id: 6 hex digits per agent copy, so
+#: copies sharing a server never load over each other's adapters).
+ADAPTER_PREFIX = "devicerl"
+#: Adapters kept loaded on the server: the newest and the one before it, which requests still
+#: in flight when a new version arrives may name; older ones are unloaded.
+KEEP_ADAPTERS = 2
+#: Path (from the server root) that reloads full weights from a folder, body
+#: ``{"model_path": folder}``: SGLang's.
+CHECKPOINT_ENDPOINT = "/update_weights_from_disk"
+#: Ask for token ids with the log-probs (vLLM's ``return_tokens_as_token_ids``), so samples
+#: whose tokens are not their text's canonical spelling are marked.
+TOKEN_IDS = True
+
 
 class ServedPolicy:
-    """Acting and weight sync through a server for one `VLMAgent` (see the module doc)."""
+    """Acting and weight sync through a server for one `VLMAgent` (see the module doc).
 
-    def __init__(self, agent: VLMAgent, config: VLMServerConfig) -> None:
+    ``agent`` is typed loosely: `devicerl.agents.vlm` builds this class, so naming its type here
+    would make the two modules import each other."""
+
+    def __init__(self, agent: Any, config: VLMServerConfig) -> None:
         config.validate()
         self.agent = agent
         self.config = config
@@ -80,7 +94,7 @@ class ServedPolicy:
         self.served = config.chat.model  # the model name requests use
         #: Adapter names of this copy: a learner's actor and a collector's copy may share a
         #: server, each with its own adapters.
-        self.prefix = f"{config.adapter_prefix}-{uuid.uuid4().hex[:6]}"
+        self.prefix = f"{ADAPTER_PREFIX}-{uuid.uuid4().hex[:6]}"
         self.served_version: int | None = None
         self.loaded: deque[tuple[str, Path]] = deque()
         self._lock = threading.Lock()
@@ -114,7 +128,7 @@ class ServedPolicy:
         }
         if not greedy:
             params["seed"] = int(torch.randint(2**31, (1,), generator=agent.generator))
-        if self.config.token_ids:
+        if TOKEN_IDS:
             params["return_tokens_as_token_ids"] = True
         return params
 
@@ -138,7 +152,7 @@ class ServedPolicy:
             "tokens": len(entries),
             "latency_s": time.perf_counter() - t0,
         }
-        ids = [_token_id(e.get("token", "")) for e in entries] if self.config.token_ids else []
+        ids = [_token_id(e.get("token", "")) for e in entries] if TOKEN_IDS else []
         if ids and None not in ids:
             extras["token_ids"] = ids
         if choice.get("finish_reason") == "length":
@@ -149,6 +163,7 @@ class ServedPolicy:
         return ActionSample(action, text, log_prob, extras)
 
     def act(self, observations: Sequence[Observation], greedy: bool) -> list[ActionSample]:
+        """One request per observation (in parallel up to the chat client's concurrency)."""
         self._initial_push()
         agent = self.agent
         if agent.loaded and self.config.sync != "none" and self.served_version != agent.version:
@@ -207,7 +222,7 @@ class ServedPolicy:
                 shutil.rmtree(folder, ignore_errors=True)
                 self.agent.model.save_pretrained(str(folder))  # set_weights loaded them
                 self.agent.processor.save_pretrained(str(folder))
-                self._post(cfg.checkpoint_endpoint, {"model_path": str(folder.resolve())})
+                self._post(CHECKPOINT_ENDPOINT, {"model_path": str(folder.resolve())})
                 for old in self.weights_dir.glob("checkpoint-v*"):
                     if old != folder:
                         shutil.rmtree(old, ignore_errors=True)
@@ -216,7 +231,7 @@ class ServedPolicy:
     def _load_adapter(self, name: str, folder: Path, owned: bool) -> None:
         self._post("load_lora_adapter", {"lora_name": name, "lora_path": str(folder.resolve())})
         self.loaded.append((name, folder if owned else Path()))
-        while len(self.loaded) > self.config.keep_adapters:
+        while len(self.loaded) > KEEP_ADAPTERS:
             old, path = self.loaded.popleft()
             try:
                 self._post("unload_lora_adapter", {"lora_name": old})

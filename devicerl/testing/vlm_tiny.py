@@ -85,7 +85,7 @@ def _corpus(seed: int = 0) -> list[str]:
                     Action.complete(),
                 ]
             )
-            out.append(format_action(action, fmt, 3))
+            out.append(format_action(action, fmt))
             out.append(f"Instruction: Tap the box labelled {w}\nPrevious actions: none")
             out.append(f'Instruction: Enter "{w}" into the text field and press Submit.')
     return out
