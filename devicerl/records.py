@@ -235,10 +235,31 @@ def with_previous_actions(obs: Observation, actions: Sequence[Action]) -> Observ
 
 
 @dataclass
+class Judgement:
+    """How a judge labelled an episode (`devicerl.judges.apply.apply_verdict`): the verdict it
+    applied (``label``, ``reason``, ``step``, ``judge``, ...), what the device itself said, the
+    steps cut after a per-step success, the unknown verdict a task-native fallback replaced
+    (``on_unknown: native``), and why the learner judged it (its rollout group was lost)."""
+
+    verdict: dict[str, Any]
+    native_success: bool
+    native_end_reason: str | None = None
+    cut_steps: int = 0
+    replaced_unknown: dict[str, Any] | None = None
+    rescued: str | None = None
+
+    @property
+    def labelled(self) -> bool:
+        """False when the applied verdict is unknown (the judge could not tell)."""
+        return self.verdict.get("label") != "unknown"
+
+
+@dataclass
 class Trajectory:
     """One episode, complete once ``end_reason`` is set. ``max_steps`` is the task's step
-    budget H, ``plan`` what the collector decided for it (None: collected without a planner,
-    e.g. imported), ``phase`` why it was collected (``train`` or ``eval``). ``extras`` is
+    budget H, ``plan`` what was decided for it before it started (None: collected without a
+    planner, e.g. imported), ``phase`` why it was collected (``train`` or ``eval``),
+    ``judgement`` how a judge relabelled it (None: the device's own labels). ``extras`` is
     free-form user data the framework never reads."""
 
     task: str
@@ -259,6 +280,9 @@ class Trajectory:
     max_steps: int | None = None
     plan: EpisodePlan | None = None
     phase: str = "train"
+    judgement: Judgement | None = None
+    #: a human's success label (judge evaluation's ground truth), when someone gave one
+    ground_truth: bool | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

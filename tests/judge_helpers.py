@@ -75,7 +75,5 @@ def by_instruction(labels: dict[str, bool | str]) -> Callable[[dict], Reply]:
 
 
 def chat_config(base_url: str, **kw) -> ChatConfig:
-    kw.setdefault("backoff_s", 0.01)
-    kw.setdefault("backoff_max_s", 0.05)
     kw.setdefault("model", "judge-model")
     return ChatConfig(base_url=base_url, **kw)

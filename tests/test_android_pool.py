@@ -156,8 +156,8 @@ def test_vlm_judge_labels_android_episodes(tmp_path) -> None:
     labelled = [t for t in out if is_labelled(t)]
     assert len(labelled) == 9
     for t in labelled:  # 2 taps end on the green screen: the judge's success, not the device's
-        assert t.success == (_taps(t.instruction) == 2), t.extras["verdict"]
-        assert t.extras["native_success"] is False and t.extras["verdict"]["judge"] == "vlm"
+        assert t.success == (_taps(t.instruction) == 2), t.judgement.verdict
+        assert t.judgement.native_success is False and t.judgement.verdict["judge"] == "vlm"
         assert t.total_reward == float(t.success)
     # tasks are handed out 1, 2, 3, 1, ...: of 9 finished, at most 2 of the first 9 are missing
     assert any(t.success for t in labelled) and not all(t.success for t in labelled)

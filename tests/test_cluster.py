@@ -43,7 +43,6 @@ def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainCo
             f"rollouts.groups={groups}",
             "rollouts.num_cpus=0.25",
             "rollouts.resources={devicerl_group: 1}",
-            "rollouts.poll_s=0.2",
             f"rollouts.ledger={tmp_path / 'ledger.tsv'}",
             *extra,
         ],
@@ -167,7 +166,6 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
     goes on with a group on node b."""
     from judge_helpers import verdict_text
 
-    from devicerl.runtime.cluster.verdicts import RESCUED_KEY
     from devicerl.runtime.trainer import Trainer
     from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
@@ -227,15 +225,15 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
 
     rows = {}
     for shard in sorted((tmp_path / "run" / "trajectories").glob("*.parquet")):
-        cols = ["episode_id", "is_final", "episode_extras", "success"]
+        cols = ["episode_id", "is_final", "judgement", "success"]
         for row in pq.ParquetFile(shard).read(columns=cols).to_pylist():
             if row["is_final"]:
                 rows[row["episode_id"]] = row
     for e in orphans:  # finished on the lost node before their verdict: judged by the learner
         reason, cause, node = stored[e]
-        extras = json.loads(rows[e]["episode_extras"])
+        judgement = json.loads(rows[e]["judgement"])
         assert node == a.node_id and cause is None and reason == "success", (e, stored[e])
-        assert extras[RESCUED_KEY] == "node_lost" and extras["verdict"]["label"] == "success"
+        assert judgement["rescued"] == "node_lost" and judgement["verdict"]["label"] == "success"
     assert trainer.state.unlabelled == 0
 
 
@@ -273,6 +271,8 @@ def test_weights_travel_as_one_object_per_version(tmp_path: Path, monkeypatch) -
     """Two groups, three published versions of a small agent's weights: three objects put
     into Ray's store (not one per group), and both groups end up acting with the newest."""
     from devicerl.agents.factory import AgentSpec
+    from devicerl.records import DEFAULT_POLICY
+    from devicerl.runtime.acting_copies import Published
     from devicerl.runtime.cluster.fleet import RolloutFleet
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
@@ -280,13 +280,19 @@ def test_weights_travel_as_one_object_per_version(tmp_path: Path, monkeypatch) -
     cfg = _config(
         tmp_path, 2, 10_000, "rollouts.resources={}", "agent.kind=small", "env.num_envs=2"
     )
-    weights = AgentSpec(kind="small").make().get_weights()
-    fleet = RolloutFleet(cfg, version=1, weights=weights, init_kwargs={"num_cpus": 2})
+    spec = AgentSpec(kind="small")
+    weights = spec.make().get_weights()
+
+    def roster(version: int) -> dict[str, Published]:
+        moved = {k: v + 0.01 * (version - 1) for k, v in weights.items()}
+        return {DEFAULT_POLICY: Published(moved, version, spec.make)}
+
+    fleet = RolloutFleet(cfg, version=1, roster=roster(1), init_kwargs={"num_cpus": 2})
     try:
         fleet.start()
         newest: dict[int, int] = {}  # group -> newest version seen on a whole episode
         for version in (2, 3):
-            fleet.publish({k: v + 0.01 * version for k, v in weights.items()}, version)
+            fleet.publish(roster(version), version)
         end = time.monotonic() + 120
         while newest != {0: 3, 1: 3}:
             assert time.monotonic() < end, newest

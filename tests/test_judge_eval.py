@@ -42,9 +42,9 @@ def _dataset(tmp_path, n=16):
 def test_ground_truth_prefers_a_human_label() -> None:
     t = collect(1, task="synthetic/type", skill=1.0, seed=1)[0]
     assert t.success and ground_truth(t) is True
-    t.extras["ground_truth"] = "failure"
+    t.ground_truth = False
     assert ground_truth(t) is False
-    t.extras.pop("ground_truth")
+    t.ground_truth = None
     t.end(EndReason.TRUNCATED, cause="crash")
     assert ground_truth(t) is None
 

@@ -42,18 +42,18 @@ def test_apply_success_failure_unknown() -> None:
     native = (t.success, t.end_reason, [s.reward for s in t.steps])
     apply_verdict(t, Verdict.unknown("api down"))
     assert (t.success, t.end_reason, [s.reward for s in t.steps]) == native
-    assert t.extras["verdict"]["label"] == "unknown"
+    assert t.judgement.verdict["label"] == "unknown"
 
     t = _steps(1)[0]
     apply_verdict(t, Verdict.of(False, step=4))
     assert not t.success and t.total_reward == 0.0
     assert t.end_reason in (EndReason.FAILURE, EndReason.MAX_STEPS)
-    assert t.extras["native_success"] == native[0]
+    assert t.judgement.native_success == native[0]
 
     t = _steps(1)[0]
     after = t.steps[3].observation
     apply_verdict(t, Verdict.of(True, step=2))
-    assert t.length == 3 and t.extras["judge_cut_steps"] == 2
+    assert t.length == 3 and t.judgement.cut_steps == 2
     assert [s.reward for s in t.steps] == [0.0, 0.0, 1.0] and t.steps[2].terminated
     assert t.success and t.end_reason is EndReason.SUCCESS
     assert t.final_observation is after  # the screen the judge saw as solved
@@ -83,8 +83,8 @@ def test_per_step_judging_cuts_at_the_first_success(tmp_path) -> None:
     with TrajectoryWriter(tmp_path / "store") as w:  # verdicts and cuts survive the store
         w.extend(j.trajectory for j in out)
     for t in TrajectoryStore(tmp_path / "store"):
-        assert t.length == 2 and t.success and t.extras["judge_cut_steps"] == 4
-        assert t.extras["verdict"]["label"] == "success" and t.extras["verdict"]["step"] == 1
+        assert t.length == 2 and t.success and t.judgement.cut_steps == 4
+        assert t.judgement.verdict["label"] == "success" and t.judgement.verdict["step"] == 1
         assert t.steps[1].verdict["rationale"] == "scripted." and is_labelled(t)
 
 
@@ -115,7 +115,7 @@ def test_unknown_is_dropped_or_falls_back_to_native_never_a_silent_failure(tmp_p
             else:
                 assert j.usable and j.fallback and j.verdict.judge == "native"
                 assert j.verdict.success == t.success
-                assert "unparseable" in t.extras["judge_unknown"]["reason"]
+                assert "unparseable" in t.judgement.replaced_unknown["reason"]
         assert runner.stats.dropped == (6 if on_unknown == "drop" else 0)
 
 
@@ -176,7 +176,7 @@ def test_a_slow_judge_does_not_slow_the_producer(tmp_path) -> None:
     assert max(submit_s) < 0.1
     assert judged_s >= n * delay / workers and produce_s < judged_s / 2
     assert len(out) == n and all(j.usable for j in out)
-    assert all(j.verdict.success == j.trajectory.extras["native_success"] for j in out)
+    assert all(j.verdict.success == j.trajectory.judgement.native_success for j in out)
 
 
 def test_native_runner_relabels_nothing() -> None:

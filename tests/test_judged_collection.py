@@ -65,12 +65,12 @@ def test_collection_with_the_vlm_judge_selected_by_one_key(tmp_path) -> None:
     assert sent >= len(out)  # every yielded episode was judged (plus those still in flight)
     for t in labelled:
         assert t.success == (len(_word(t.instruction)) % 2 == 0)  # the judge's label, not native
-        assert t.total_reward == float(t.success) and t.extras["verdict"]["judge"] == "vlm"
+        assert t.total_reward == float(t.success) and t.judgement.verdict["judge"] == "vlm"
         assert (t.end_reason is EndReason.SUCCESS) == t.success
-        assert "native_success" in t.extras
+        assert t.judgement is not None
     for t in unlabelled:  # the judge could not tell: native labels kept, not counted
-        assert _word(t.instruction)[0] in "aeiou" and "unparseable" in t.extras["verdict"]["reason"]
-        assert t.success == t.extras["native_success"]
+        assert _word(t.instruction)[0] in "aeiou" and "unparseable" in t.judgement.verdict["reason"]
+        assert t.success == t.judgement.native_success
     assert stats.successes == sum(t.success for t in labelled)
 
 
@@ -80,5 +80,5 @@ def test_native_judge_through_the_same_key_keeps_device_labels() -> None:
         out = list(Collector(pool, RandomPolicy(seed=0), judge=runner).collect(6))
     runner.close()
     assert len(out) >= 6 and all(is_labelled(t) for t in out)
-    assert all(t.success == t.extras["native_success"] for t in out)
-    assert all(t.extras["verdict"]["judge"] == "native" for t in out)
+    assert all(t.success == t.judgement.native_success for t in out)
+    assert all(t.judgement.verdict["judge"] == "native" for t in out)

@@ -262,7 +262,7 @@ def test_few_shot_examples_from_manifest_and_folder(tmp_path) -> None:
 
     traj = collect(1, seed=8)[0]
     with ScriptedChatServer(lambda b: verdict_text(True)) as srv:
-        judge = _vlm(srv, tmp_path, few_shot=str(tmp_path / "shots.yaml"), max_side=32)
+        judge = _vlm(srv, tmp_path, few_shot=str(tmp_path / "shots.yaml"))
         judge.judge(traj)
         messages = srv.requests[0].body["messages"]
         assert [m["role"] for m in messages] == ["system", "user", "assistant"] * 1 + [

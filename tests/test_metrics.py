@@ -11,7 +11,7 @@ import yaml
 
 from devicerl.config import REDACTED
 from devicerl.errors import ConfigError, DataError
-from devicerl.records import EndReason, Trajectory
+from devicerl.records import EndReason, Judgement, Trajectory
 from devicerl.runtime.collector import CollectorStats
 from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult
@@ -84,11 +84,11 @@ def test_wandb_calls_with_redacted_config(tmp_path, monkeypatch) -> None:
         return Run()
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
-    cfg = LoggingConfig(tensorboard=False, wandb=True, wandb_mode="offline")
+    cfg = LoggingConfig(tensorboard=False, wandb=True)
     with MetricsLogger(tmp_path / "run7", cfg, run_config=_RunCfg()) as log:
         log.log({"eval/success_rate": 0.5}, step=3)
     (_, init_kw), log_call, finish = calls
-    assert init_kw["name"] == "run7" and init_kw["mode"] == "offline"
+    assert init_kw["name"] == "run7" and init_kw["dir"] == str(tmp_path / "run7")
     assert init_kw["config"] == {"lr": 0.1, "api_key": REDACTED}
     assert log_call == ("log", {"eval/success_rate": 0.5}, 3) and finish == ("finish",)
 
@@ -144,7 +144,7 @@ def test_one_counting_rule_for_collector_trainer_and_eval() -> None:
     def traj(end: EndReason, success: bool = False, verdict: str | None = None) -> Trajectory:
         t = Trajectory(task="t", instruction="i", end_reason=end, success=success)
         if verdict is not None:
-            t.extras["verdict"] = {"label": verdict}
+            t.judgement = Judgement(verdict={"label": verdict}, native_success=success)
         return t
 
     mix = [

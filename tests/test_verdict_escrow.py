@@ -35,7 +35,7 @@ def _same(a: Trajectory, b: Trajectory) -> None:
         b.success,
         b.truncation_cause,
     )
-    assert a.extras == b.extras
+    assert (a.extras, a.judgement) == (b.extras, b.judgement)
     assert a.final_observation.step == b.final_observation.step
     assert np.array_equal(a.final_observation.screenshot, b.final_observation.screenshot)
 
@@ -68,14 +68,14 @@ def test_labels_rebuild_the_judged_episode_from_its_unjudged_copy(per_step: bool
     judged = _judge(respond, per_step, episodes)
     for t in judged:
         copy = copies[t.episode_id]
-        assert copy.extras.get("verdict") is None  # judging the episode left its copy alone
+        assert copy.judgement is None  # judging the episode left its copy alone
         assert len(copy.steps) >= 4 and copy.steps[1].verdict is None
         _same(Relabel.of(t).apply(copy), t)
     if per_step:
         assert all(t.success and len(t.steps) == 2 for t in judged)
-        assert all(t.extras["judge_cut_steps"] >= 2 for t in judged)
+        assert all(t.judgement.cut_steps >= 2 for t in judged)
     else:
-        labels = [t.extras["verdict"]["label"] for t in judged]
+        labels = [t.judgement.verdict["label"] for t in judged]
         assert sorted(set(labels)) == ["failure", "success", "unknown"]
 
 
@@ -90,6 +90,6 @@ def test_unlabelled_says_why_and_stays_out_of_training() -> None:
     native = (t.end_reason, t.success)
     out = unlabelled(t, "its node was lost")
     assert not is_labelled(out)
-    assert out.extras["verdict"]["reason"] == "its node was lost"
+    assert out.judgement.verdict["reason"] == "its node was lost"
     assert (out.end_reason, out.success) == native
     assert out.end_reason is not EndReason.TRUNCATED

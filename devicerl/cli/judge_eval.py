@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "judge-eval",
         help="measure a success judge against ground truth (confusion matrix, accuracy, FPR)",
         description="Run a judge over stored episodes that have ground truth (a human label in "
-        "extras['ground_truth'], else the task's own success check) and print the confusion "
+        "Trajectory.ground_truth, else the task's own success check) and print the confusion "
         "matrix, accuracy, false-positive / false-negative rates and unknown verdicts. Corrupt "
         "shards are skipped and named; the report covers the others.",
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,15 @@ import pyarrow as pa
 from devicerl.actions import Action
 from devicerl.data.codec import decode_image, dumps_json, encode_image, loads_json
 from devicerl.errors import DataError
-from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
+from devicerl.records import (
+    EndReason,
+    EpisodePlan,
+    Judgement,
+    Observation,
+    Step,
+    Trajectory,
+    UIElement,
+)
 from devicerl.secrets import scrubber
 
 #: Version of the shard layout (file metadata key ``devicerl.store_version``).
@@ -70,6 +79,8 @@ EPISODE_FIELDS = [
     ("plan_greedy", pa.bool_()),
     ("plan_group", pa.string()),
     ("plan_group_size", pa.int32()),
+    ("judgement", pa.string()),
+    ("ground_truth", pa.bool_()),
     ("episode_extras", pa.string()),
 ]
 
@@ -111,6 +122,8 @@ ADDED_AFTER_V1 = (
     "plan_greedy",
     "plan_group",
     "plan_group_size",
+    "judgement",
+    "ground_truth",
 )
 EPISODE_COLUMNS = [name for name, _ in EPISODE_FIELDS]
 
@@ -140,6 +153,8 @@ def _episode_values(t: Trajectory) -> dict[str, Any]:
         "max_steps": t.max_steps,
         "phase": t.phase,
         **_plan_values(t.plan),
+        "judgement": dumps_json(asdict(t.judgement)) if t.judgement is not None else None,
+        "ground_truth": t.ground_truth,
         "episode_extras": dumps_json(t.extras),
     }
 
@@ -154,6 +169,11 @@ def _plan_values(plan: EpisodePlan | None) -> dict[str, Any]:
         "plan_group": plan.group,
         "plan_group_size": int(plan.group_size),
     }
+
+
+def _judgement(text: str | None) -> Judgement | None:
+    data = loads_json(text) if text else None
+    return Judgement(**data) if isinstance(data, dict) else None
 
 
 def _plan(head: dict[str, Any]) -> EpisodePlan | None:
@@ -356,6 +376,8 @@ def rows_to_trajectory(rows: list[dict[str, Any]], screenshots: bool = True) -> 
         max_steps=head.get("max_steps"),
         phase=head.get("phase") or "train",
         plan=_plan(head),
+        judgement=_judgement(head.get("judgement")),
+        ground_truth=head.get("ground_truth"),
         extras=loads_json(head["episode_extras"]) or {},
     )
     decoded: dict[int, np.ndarray] = {}

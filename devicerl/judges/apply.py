@@ -1,14 +1,13 @@
 """Turning verdicts into labels and rewards on a trajectory (pure data; no threads).
 
 How a verdict changes a finished `Trajectory` (`apply_verdict`):
-- The device's own outcome is kept in ``extras["native_success"]`` /
-  ``extras["native_end_reason"]``; the applied verdict in ``extras["verdict"]``; each judged
-  step's verdict in ``Step.verdict``.
+- The device's own outcome and the applied verdict are kept in ``Trajectory.judgement``
+  (`Judgement`); each judged step's verdict in ``Step.verdict``.
 - ``success`` at step ``h``: reward 1.0 on step ``h`` and 0.0 on every other step, ``success``
   True, ``end_reason`` SUCCESS. With per-step judging ``h`` can be earlier than the last step
   (the device kept going because judging runs after the fact, never blocking it): the episode is
   cut at ``h`` - the steps after it are removed (their number is kept in
-  ``extras["judge_cut_steps"]``), step ``h`` becomes terminal and the screen the judge saw
+  ``Judgement.cut_steps``), step ``h`` becomes terminal and the screen the judge saw
   becomes ``final_observation``. This is what DigiRL does online: a success ends the episode.
 - ``failure``: every reward 0.0, ``success`` False; an ``end_reason`` of SUCCESS (the device
   thought it succeeded) becomes FAILURE, other reasons are kept.
@@ -19,7 +18,7 @@ How a verdict changes a finished `Trajectory` (`apply_verdict`):
 from __future__ import annotations
 
 from devicerl.judges.base import Judge, Label, Verdict
-from devicerl.records import EndReason, Trajectory
+from devicerl.records import EndReason, Judgement, Trajectory
 
 
 def _truncated_reason(trajectory: Trajectory) -> str:
@@ -61,12 +60,15 @@ def judge_trajectory(judge: Judge, trajectory: Trajectory, per_step: bool = Fals
 
 def apply_verdict(trajectory: Trajectory, verdict: Verdict) -> Trajectory:
     """Relabel ``trajectory`` in place from ``verdict`` (see the module doc) and return it."""
-    ex = trajectory.extras
-    ex.setdefault("native_success", trajectory.success)
-    ex.setdefault(
-        "native_end_reason", trajectory.end_reason.value if trajectory.end_reason else None
+    before = trajectory.judgement
+    native = trajectory.end_reason.value if trajectory.end_reason else None
+    trajectory.judgement = Judgement(
+        verdict.to_dict(),
+        before.native_success if before is not None else trajectory.success,
+        before.native_end_reason if before is not None else native,
+        replaced_unknown=before.replaced_unknown if before is not None else None,
+        rescued=before.rescued if before is not None else None,
     )
-    ex["verdict"] = verdict.to_dict()
     steps = trajectory.steps
     if verdict.is_unknown or not steps:
         return trajectory
@@ -82,7 +84,7 @@ def apply_verdict(trajectory: Trajectory, verdict: Verdict) -> Trajectory:
     if cut > 0:
         trajectory.final_observation = steps[h + 1].observation
         del steps[h + 1 :]
-        ex["judge_cut_steps"] = cut
+        trajectory.judgement.cut_steps = cut
     for i, s in enumerate(steps):
         s.reward = 1.0 if i == h else 0.0
     steps[h].terminated, steps[h].truncated = True, False
@@ -95,5 +97,4 @@ def is_labelled(trajectory: Trajectory) -> bool:
     """False when a judge looked at ``trajectory`` and could not tell (its applied verdict is
     unknown): keep such episodes out of training and success statistics. Episodes no judge
     has seen keep the device's labels and count as labelled."""
-    verdict = trajectory.extras.get("verdict")
-    return not (isinstance(verdict, dict) and verdict.get("label") == Label.UNKNOWN.value)
+    return trajectory.judgement is None or trajectory.judgement.labelled

@@ -1,8 +1,8 @@
 """Measuring a judge against ground truth: confusion matrix, accuracy, error rates, unknowns.
 
-Ground truth per trajectory (`ground_truth`): a human label in ``extras["ground_truth"]`` when
-present (true / false, or "success" / "failure"), else the task's own success check of a
-complete episode (the device's outcome before any judge relabelled it). Episodes cut short by
+Ground truth per trajectory (`ground_truth`): a human label (``Trajectory.ground_truth``) when
+present, else the task's own success check of a complete episode (the device's outcome before
+any judge relabelled it, ``Judgement.native_success``). Episodes cut short by
 infrastructure have no ground truth and are counted as ``no_truth``.
 
 Accuracy, false-positive and false-negative rates are over definite verdicts; unknown verdicts
@@ -24,13 +24,11 @@ from devicerl.records import Trajectory
 
 def ground_truth(trajectory: Trajectory) -> bool | None:
     """The label to measure judges against, or None when there is none."""
-    gt = trajectory.extras.get("ground_truth")
-    if isinstance(gt, bool):
-        return gt
-    if gt in ("success", "failure"):
-        return gt == "success"
+    if trajectory.ground_truth is not None:
+        return trajectory.ground_truth
     if trajectory.is_complete and not trajectory.is_truncated:
-        return bool(trajectory.extras.get("native_success", trajectory.success))
+        judgement = trajectory.judgement
+        return judgement.native_success if judgement is not None else trajectory.success
     return None
 
 

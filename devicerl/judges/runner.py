@@ -10,7 +10,7 @@ Unknown verdicts (the judge could not tell) are never silently counted as failur
 - ``"drop"``: the trajectory comes back with ``usable=False`` and its native labels untouched;
   keep it in the store for inspection but out of training and success statistics.
 - ``"native"``: fall back to the task-native check (``fallback=True``; the judge's reason is kept
-  in ``extras["judge_unknown"]``). Needs a device with its own success check.
+  in ``Judgement.replaced_unknown``). Needs a device with its own success check.
 """
 
 from __future__ import annotations
@@ -145,9 +145,10 @@ class JudgeRunner:
 
     def _unknown(self, trajectory: Trajectory, verdict: Verdict) -> Judged:
         if self.on_unknown == "native":
-            trajectory.extras["judge_unknown"] = verdict.to_dict()
             native = judge_trajectory(self._native, trajectory, self.per_step)
             apply_verdict(trajectory, native)
+            assert trajectory.judgement is not None
+            trajectory.judgement.replaced_unknown = verdict.to_dict()
             return Judged(trajectory, native, usable=not native.is_unknown, fallback=True)
         apply_verdict(trajectory, verdict)
         return Judged(trajectory, verdict, usable=False)
@@ -156,11 +157,11 @@ class JudgeRunner:
         s = self.stats
         s.judged += 1
         s.judge_time_s += seconds
-        ex = judged.trajectory.extras
+        judgement = judged.trajectory.judgement
         s.unknown += judged.fallback or judged.verdict.is_unknown
         s.fallbacks += judged.fallback
         s.dropped += not judged.usable
-        s.steps_cut += int(ex.get("judge_cut_steps", 0))
+        s.steps_cut += judgement.cut_steps if judgement is not None else 0
         if judged.usable:
             s.success += bool(judged.verdict.success)
             s.failure += not judged.verdict.success

@@ -344,7 +344,7 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
         final = _screen(t.final_observation, images[-1], None)
         steps += f'<figure class="step final">{final}<figcaption>final</figcaption></figure>'
     cause = f" ({html.escape(t.truncation_cause)})" if t.truncation_cause else ""
-    verdict = _kv(t.extras.get("verdict")) if isinstance(t.extras.get("verdict"), dict) else ""
+    verdict = _kv(t.judgement.verdict) if t.judgement is not None else ""
     # a league run: the policy that played it (a single-policy run's is "agent")
     policy = t.plan.policy if t.plan is not None and t.plan.policy != "agent" else None
     played = f"policy {html.escape(str(policy))}, " if policy else ""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from devicerl.agents.base import Policy
-from devicerl.records import DEFAULT_POLICY, EndReason, Trajectory
+from devicerl.records import DEFAULT_POLICY, EndReason, EpisodePlan, Trajectory
 from devicerl.runtime.cluster.verdicts import JudgeEscrow, Relabel, detached
 from devicerl.runtime.collection import CollectorThread
 from devicerl.runtime.exploration import ExplorationSchedule
@@ -56,6 +56,8 @@ class EpisodeHeader:
     steps: int
     started_at: float
     extras: dict[str, Any]
+    max_steps: int | None = None
+    plan: EpisodePlan | None = None
 
     @classmethod
     def of(cls, t: Trajectory) -> EpisodeHeader:
@@ -69,6 +71,8 @@ class EpisodeHeader:
             len(t.steps),
             t.started_at,
             dict(t.extras),
+            t.max_steps,
+            t.plan,
         )
 
     def lost(self, cause: str) -> Trajectory:
@@ -82,6 +86,8 @@ class EpisodeHeader:
             device=self.device,
             started_at=self.started_at,
             extras={**self.extras, "lost_steps": self.steps},
+            max_steps=self.max_steps,
+            plan=self.plan,
         )
         return traj.end(EndReason.TRUNCATED, success=False, cause=cause)
 

@@ -17,10 +17,7 @@ from typing import Any
 
 from devicerl.judges.apply import apply_verdict
 from devicerl.judges.base import Verdict
-from devicerl.records import EndReason, Trajectory
-
-#: ``extras`` key of an episode judged by the learner because its group was lost (the cause).
-RESCUED_KEY = "verdict_rescued"
+from devicerl.records import EndReason, Judgement, Trajectory
 
 
 def detached(t: Trajectory) -> Trajectory:
@@ -41,7 +38,7 @@ def detached(t: Trajectory) -> Trajectory:
 class Relabel:
     """What judging changed on an episode, to replay on its unjudged copy (see
     `devicerl.judges.apply.apply_verdict`): per kept step its reward, end flags and verdict;
-    the episode's end, success and extras. Steps past the kept ones were cut after a per-step
+    the episode's end, success and judgement. Steps past the kept ones were cut after a per-step
     success: the first cut step's screen becomes the final observation, as ``apply_verdict``
     does."""
 
@@ -50,7 +47,7 @@ class Relabel:
     end_reason: EndReason | None
     success: bool
     truncation_cause: str | None
-    extras: dict[str, Any]
+    judgement: Judgement | None
 
     @classmethod
     def of(cls, t: Trajectory) -> Relabel:
@@ -60,7 +57,7 @@ class Relabel:
             t.end_reason,
             t.success,
             t.truncation_cause,
-            dict(t.extras),
+            copy.deepcopy(t.judgement),
         )
 
     def apply(self, t: Trajectory) -> Trajectory:
@@ -76,7 +73,7 @@ class Relabel:
             step.verdict = verdict
         t.end_reason, t.success = self.end_reason, self.success
         t.truncation_cause = self.truncation_cause
-        t.extras = dict(self.extras)
+        t.judgement = copy.deepcopy(self.judgement)
         return t
 
 
@@ -136,7 +133,11 @@ class Rescue:
             from devicerl.judges.factory import make_runner
 
             self.runner = make_runner(self.config)
-        t.extras[RESCUED_KEY] = cause
+        if t.judgement is not None:
+            t.judgement.rescued = cause
+        else:  # the learner's judge keeps it when it applies its verdict
+            t.judgement = Judgement({}, t.success, t.end_reason.value if t.end_reason else None)
+            t.judgement.rescued = cause
         self.submitted += 1
         self.runner.submit(t)
 

@@ -1,0 +1,165 @@
+"""Learning that transfers: RL on the ``train`` tasks of Synapse's 104, measured on the ``unseen``
+ones it never trained on (`devicerl.tasks.miniwob_table3`: 70 / 34 by a seeded, stratified split
+written once; every development task is in train).
+
+Each learner (the run's setup from its saved start agent: ``agent.path``, fine-tuned with the
+``pretrained`` setup's settings; without one, the ``tuned`` setup with the reach heads of
+`miniwob_suite.HEADS`) trains online on the train tasks it can reach, then is evaluated greedily
+on test instances of the unseen tasks (the run's own end-of-training evaluation) and of the
+train tasks (an evaluation of its saved agent). The start agent untrained and the random policy
+(uniform over what the agent can express) are evaluated on the same instances. A task the agent
+cannot reach counts 0. Interrupted, the same command continues (finished runs are reused,
+unfinished ones resume from their last checkpoint).
+
+    python benchmarks/unseen_tasks.py --out runs/unseen --budget 8000 --systems digirl \\
+        filtered_bc agent.path=benchmarks/agents/webskills-reach-2026-11-27
+
+The last lines are, per learner, ``RESULT system=S unseen_mean=X train_mean=X start_unseen=X
+random_unseen=X env_steps=N seeds=K`` (means over seeds).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.comparison import (
+    GROUP_SYSTEMS,
+    START,
+    evaluate_agent,
+    run_arguments,
+    run_config,
+    run_one,
+    task_rates,
+)
+from miniwob_suite import HEADS, _agent_kinds, coverage
+
+from devicerl.runtime.provenance import provenance
+from devicerl.tasks import resolve
+from devicerl.tasks.miniwob_table3 import PACKAGE_NAMES
+
+LEARNERS = ("digirl", "filtered_bc", *GROUP_SYSTEMS)
+#: The random baseline: uniform over what the agent can express.
+RANDOM = "random"
+
+
+def _reachable(cfg: Any, split: str) -> tuple[list[str], dict[str, str]]:
+    """(tasks of ``split`` the agent can reach, the others with the reason)."""
+    names = [t.name for t in resolve(split)]
+    table3 = {v: k for k, v in PACKAGE_NAMES.items()}  # package name -> Table 3 name
+    short = [table3.get(n.split("/", 1)[1], n.split("/", 1)[1]) for n in names]
+    ours = [t.name for t in resolve("miniwob")]
+    why = coverage(short, _agent_kinds(cfg), ours)
+    return [n for n, s in zip(names, short) if not why.get(s)], {s: w for s, w in why.items() if w}
+
+
+def _mean_over(split: str, per_task: dict[str, float]) -> float:
+    """Mean success over every task of ``split`` (unreached tasks count 0)."""
+    names = [t.name for t in resolve(split)]
+    return sum(per_task.get(n, 0.0) for n in names) / len(names)
+
+
+def main() -> int:
+    doc = __doc__.split("\n\n")[0]
+    ap = run_arguments(doc, "runs/unseen-tasks", 8000, 10, "training env steps per learner")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--systems", nargs="+", default=["digirl", "filtered_bc"], choices=LEARNERS)
+    args = ap.parse_args()
+    out = Path(args.out)
+    pretrained = any(o.startswith("agent.path=") for o in args.overrides)
+    setup = "pretrained" if pretrained else "tuned"
+    extra = [*(() if pretrained else HEADS), *args.overrides]
+
+    def config(system: str, seed: int, train: list[str], evaluate: str, n: int) -> Any:
+        # the random policy is uniform over the heads of the agent it stands beside
+        heads = HEADS if system == RANDOM and pretrained else ()
+        return run_config(
+            system,
+            seed,
+            setup=setup,
+            suite=",".join(train),
+            budget=args.budget,
+            eval_episodes=args.eval_episodes,
+            extra=[*extra, *heads, f"tasks.eval={evaluate}", f"eval.n_tasks={n}"],
+        )
+
+    probe = config(START, 0, ["miniwob/click-test"], "miniwob-unseen", 34)
+    train, out_of_reach = _reachable(probe, "miniwob-train")
+    unseen_reach, _ = _reachable(probe, "miniwob-unseen")
+    print(
+        f"== {len(train)} of 70 train tasks and {len(unseen_reach)} of 34 unseen tasks in "
+        f"reach; out of reach (count 0): {', '.join(sorted(out_of_reach)) or 'none'}",
+        flush=True,
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    for system in [RANDOM, START, *args.systems]:
+        for seed in args.seeds if system in LEARNERS else args.seeds[:1]:
+            cfg = config(system, seed, train, "miniwob-unseen", 34)
+            result = run_one(
+                system, seed, out, cfg, not args.fresh, args.allow_commit_change,
+                sampled=False, resume=True,
+            )  # fmt: skip
+            folder = out / f"{system}-s{seed}"
+            on_train = config(system, seed, train, "miniwob-train", 70)
+            if system in LEARNERS:
+                agent: Path | None = folder / "agent"
+            else:  # the start agent as saved, or the random policy its config builds
+                agent = Path(cfg.agent.path) if system == START and cfg.agent.path else None
+            done = evaluate_agent(
+                on_train, agent, folder / "eval-train", greedy=True, reuse=not args.fresh,
+                allow=args.allow_commit_change,
+            )  # fmt: skip
+            per_train = task_rates(done["per_task"])
+            rows[f"{system}-s{seed}"] = {
+                "system": system,
+                "seed": seed,
+                "unseen": _mean_over("miniwob-unseen", result.per_task),
+                "train": _mean_over("miniwob-train", per_train),
+                "env_steps": result.env_steps,
+                "per_task_unseen": result.per_task,
+                "per_task_train": per_train,
+                "provenance": result.provenance,
+            }
+            r = rows[f"{system}-s{seed}"]
+            print(
+                f"== {system} seed {seed}: unseen {r['unseen']:.3f}, train {r['train']:.3f}, "
+                f"{r['env_steps']} env steps",
+                flush=True,
+            )
+    start_unseen = rows[f"{START}-s{args.seeds[0]}"]["unseen"]
+    random_unseen = rows[f"{RANDOM}-s{args.seeds[0]}"]["unseen"]
+    lines = []
+    for system in args.systems:
+        mine = [r for r in rows.values() if r["system"] == system]
+        unseen = statistics.mean(r["unseen"] for r in mine)
+        train_mean = statistics.mean(r["train"] for r in mine)
+        lines.append(
+            f"RESULT system={system} unseen_mean={unseen:.3f} train_mean={train_mean:.3f} "
+            f"start_unseen={start_unseen:.3f} random_unseen={random_unseen:.3f} "
+            f"env_steps={mine[0]['env_steps']} seeds={len(mine)}"
+        )
+    report = {
+        "command": ["python", "benchmarks/unseen_tasks.py", *sys.argv[1:]],
+        "setup": setup,
+        "out_of_reach": out_of_reach,
+        "rows": rows,
+        "result": lines,
+        "provenance": provenance(),
+    }
+    (out / "unseen.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    table = ["| system | seed | unseen | train | env steps |", "|---|---|---|---|---|"]
+    table += [
+        f"| {r['system']} | {r['seed']} | {r['unseen']:.3f} | {r['train']:.3f} | {r['env_steps']} |"
+        for r in rows.values()
+    ]
+    text = "\n".join([*table, *lines])
+    (out / "unseen.txt").write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
