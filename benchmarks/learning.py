@@ -20,7 +20,7 @@ report).
     python benchmarks/learning.py --seeds 0 1 2 --budget 8000 --out runs/learning
     python benchmarks/learning.py --suite dev16 --out runs/learning
     python benchmarks/learning.py --setups tuned --systems digirl digirl_no_step_filter \\
-        digirl_no_curriculum digirl_no_critics filtered_bc --suite dev16   # the ablations
+        digirl_no_curriculum filtered_bc --suite dev16   # the ablations
     python benchmarks/learning.py --quick          # one seed, 1500 steps: a few minutes
     python benchmarks/learning.py ... --save       # also write benchmarks/results/learning-*
     python benchmarks/learning.py --synthetic      # synthetic devices (under a minute)
@@ -64,12 +64,10 @@ SYNTHETIC = [  # the setup of tests/test_training.py: 4 boxes, tap the named one
     "tasks.train=synthetic/tap",
     "trajectories_per_iter=16",
     "eval.n_tasks=1",
-    "digirl.actor.lr=3e-3",
-    "digirl.critic.lr=3e-3",
-    "filtered_bc.actor.lr=3e-3",
-    "digirl.actor.updates=8",
-    "filtered_bc.actor.updates=8",
-    "digirl.actor.batch_size=32",
+    "actor.lr=3e-3",
+    "critic.lr=3e-3",
+    "actor.updates=8",
+    "actor.batch_size=32",
 ]
 
 

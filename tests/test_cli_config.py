@@ -16,7 +16,7 @@ from devicerl.cli.common import (
     resolve_config,
     start_run,
 )
-from devicerl.config import REDACTED
+from devicerl.config import REDACTED, load_config, shipped_configs
 from devicerl.errors import ConfigError
 
 
@@ -128,3 +128,14 @@ def test_config_takes_a_file_or_a_shipped_setup_by_name(tmp_path, monkeypatch) -
     (tmp_path / "miniwob-digirl-tuned.yaml").write_text("seed: 7\n")  # a file wins over a name
     assert config_source("miniwob-digirl-tuned.yaml") == Path("miniwob-digirl-tuned.yaml")
     assert config_source("miniwob-digirl-tuned") == tuned
+
+
+@pytest.mark.parametrize("name", sorted(shipped_configs()))
+def test_every_shipped_setup_loads(name) -> None:
+    """Each setup shipped with the package loads (a renamed or removed option fails here)."""
+    from devicerl.runtime.train_config import TrainConfig
+
+    path = shipped_configs()[name]
+    offline = yaml.safe_load(path.read_text()).get("mode") == "offline"  # data named at the run
+    cfg = load_config(TrainConfig, path, ["offline_data=runs/demos"] if offline else [])
+    assert cfg.mode in ("online", "offline", "off2on", "eval")

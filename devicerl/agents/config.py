@@ -250,6 +250,11 @@ class SmallAgentOptions:
     field_labels: bool = _opt(
         False, "text fields are known by their label's words (docs/agents.md)"
     )
+    cell_attention: Literal["shared", "gated"] = _opt(
+        "shared",
+        "how grid cells join the encoder; gated: cells added to a saved agent (agent.init_from) "
+        "leave its states as they were until training opens the gate",
+    )
     temperature: float = _opt(1.0, "sampling temperature", gt=0)
     epsilon: float = _opt(
         0.05,
@@ -278,6 +283,7 @@ class SmallAgentOptions:
             point_actions=self.point_actions,
             page_text=self.page_text,
             free_text=self.free_text,
+            cell_attention=self.cell_attention,
             temperature=self.temperature,
             epsilon=self.epsilon,
             seed=seed,

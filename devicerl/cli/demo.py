@@ -152,6 +152,7 @@ def train_and_evaluate(args: argparse.Namespace) -> int:
 def write_report(out: Path, cfg: TrainConfig, summary: dict[str, Any], setup: str) -> str:
     """``report.md``: the greedy test evaluation (overall with its 95 % Wilson interval, and
     per task) beside the success of the training rollouts; ``curves/`` from the metrics."""
+    from devicerl.files import write_text
     from devicerl.runtime.plots import learning_curves
     from devicerl.runtime.run_dir import RunDir
 
@@ -186,7 +187,7 @@ def write_report(out: Path, cfg: TrainConfig, summary: dict[str, Any], setup: st
         f"suite={SUITE} split={cfg.eval.split}",
     ]
     text = "\n".join(lines) + "\n"
-    (out / "report.md").write_text(text, encoding="utf-8")
+    write_text(out / "report.md", text)
     return text
 
 

@@ -10,15 +10,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "tasks",
         help="list task suites, splits and tasks",
         description="Without SPEC: list the task suites and splits. With SPEC (a suite, a "
-        "split, a glob such as miniwob/click-*, an instruction-list file, or a comma-separated "
-        "mix): list the tasks it resolves to.",
+        "split, a glob such as miniwob/click-*, an instruction-list file, a suite file of your "
+        "own web tasks, or a comma-separated mix): list the tasks it resolves to.",
     )
     p.add_argument(
         "spec",
         nargs="?",
         default=None,
-        help="a suite, split, glob (miniwob/click-*) or instruction-list path; "
-        "without it, list suites and splits",
+        help="a suite, split, glob (miniwob/click-*), instruction-list path or suite file "
+        "(docs/custom-tasks.md); without it, list suites and splits",
     )
     p.add_argument("--count", action="store_true", help="print only the number of tasks")
     p.add_argument(

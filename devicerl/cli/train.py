@@ -20,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "train",
-        help="train an agent (Filtered BC or DigiRL; offline, online, off2on)",
+        help="train an agent (Filtered BC, DigiRL, GRPO or GiGPO; offline, online, off2on)",
         description="Train an agent into RUN_DIR (config.yaml, trajectories/, metrics.jsonl, "
         "tb/, checkpoints/, agent/, summary.json). The shipped setups "
         "(--config miniwob-digirl-tuned, ...) are in the package's configs/ folder. "

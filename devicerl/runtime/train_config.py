@@ -1,7 +1,7 @@
 """The configuration of `devicerl train` and `devicerl eval` (YAML <-> these dataclasses).
 
 Every field's help text is what ``devicerl train --help`` prints. Ready-made configs for each
-mode and algorithm live in the repository's ``configs/`` folder.
+mode and algorithm live in the package's ``devicerl/configs/`` folder.
 """
 
 from __future__ import annotations
