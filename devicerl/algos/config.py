@@ -199,8 +199,8 @@ class FilteredBCConfig:
 class GRPOConfig:
     """The group-relative learners (GRPO, and GiGPO with `GiGPOConfig`): groups of episodes of
     one task instance, each episode's return against its group's, a clipped surrogate
-    (defaults as DeepSeekMath's GRPO: clip 0.2, std-normalised advantages, and verl-agent's
-    group size 8)."""
+    (defaults as DeepSeekMath's GRPO: clip 0.2, std-normalised advantages, a KL penalty of
+    0.04 to the start policy; verl-agent's group size 8)."""
 
     group_size: int = field(
         default=8, metadata={"help": "episodes of one task instance per group", "min": 2}
@@ -213,7 +213,7 @@ class GRPOConfig:
         metadata={"help": "divide advantages by the group's std (false: Dr. GRPO, mean only)"},
     )
     kl_coef: float | None = field(
-        default=None,
+        default=0.04,
         metadata={"help": "weight of a KL penalty to the start policy (null: none)", "gt": 0},
     )
     max_staleness: int | None = field(
