@@ -53,7 +53,7 @@ from typing import Any
 
 from devicerl.actions import Action
 from devicerl.config import load_config
-from devicerl.runtime.cluster.fleet import RolloutFleet
+from devicerl.runtime.cluster.fleet import POLL_S, RolloutFleet
 from devicerl.runtime.cluster.local import GROUP_RESOURCE, LocalCluster
 from devicerl.runtime.train_config import TrainConfig
 
@@ -101,7 +101,6 @@ def fleet_config(args: argparse.Namespace, ledger: Path) -> TrainConfig:
             f"rollouts.groups={NODES}",
             "rollouts.num_cpus=0.25",
             f"rollouts.resources={{{GROUP_RESOURCE}: 1}}",
-            "rollouts.poll_s=0.25",
             f"rollouts.ledger={ledger}",
         ],
     )
@@ -329,7 +328,7 @@ def main() -> int:
             return bool(noticed)
 
         # the lost group's last steps are counted once its last reply is in: start after it
-        time.sleep(2 * cfg.rollouts.poll_s)
+        time.sleep(2 * POLL_S)
         after = measure(fleet, window, until=lost_noticed)
         after["noticed_after_s"] = noticed[0]
         print(

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 INPUTS = [
-    "digirl.actor.lr=3e-4",
+    "actor.lr=3e-4",
     "env_steps=-5",
     "env.num_envs=0",
     "digirl.lamda=0.3",
@@ -67,7 +67,7 @@ def main() -> None:
     for name, fn in (("omegaconf", omega), ("devicerl", ours)):
         t0 = time.perf_counter()
         for _ in range(args.loads):
-            fn("digirl.actor.lr=3e-4")
+            fn("actor.lr=3e-4")
         times[name] = (time.perf_counter() - t0) / args.loads
     ratio = times["omegaconf"] / times["devicerl"]
     print(

@@ -11,7 +11,7 @@ split the run used, never trained on), beside the run's own final step critic:
 - ``spread``: max - min of the values within a held-out success of two steps or more;
 - ``rise``: V(last state) - V(first state) of such a success (> 0: the critic sees progress);
 - ``success_steps_kept``: share of the held-out successes' steps the step filter keeps (the
-  critic's own verdict: demonstrations are filtered too, whatever ``keep_demonstration_steps``);
+  critic's own verdict, as if no success were rehearsed whole);
 - ``failure_steps_kept``: share of the held-out failures' steps it keeps (steps whose value
   rise beats 1/H: what DigiRL can learn from a failure; 0 under a flat critic).
 
@@ -30,9 +30,11 @@ from pathlib import Path
 import torch
 from filter_audit import load_learner
 
-from devicerl.algos.base import horizon, usable
-from devicerl.algos.digirl import DigiRL, roc_auc
+from devicerl.algos.base import usable
+from devicerl.algos.critic_fit import roc_auc, split_heldout
+from devicerl.algos.digirl import DigiRL
 from devicerl.algos.formulas import keep_steps
+from devicerl.algos.selection import StepFilter, horizon
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import Trajectory
 
@@ -41,14 +43,15 @@ COLUMNS = ("brier", "auc", "spread", "rise", "success_steps_kept", "failure_step
 
 def measure(learner: DigiRL, heldout: Sequence[Trajectory]) -> dict[str, float]:
     """The columns of `COLUMNS` for the learner's step critic on `heldout`."""
-    values = learner.step_critic.values([s.observation for t in heldout for s in t.steps])
+    values = learner.critics.step.values([s.observation for t in heldout for s in t.steps])
     labels = torch.tensor([float(t.success) for t in heldout for _ in t.steps])
+    step_filter = StepFilter(learner.config.lam, learner.critics)
     spread, rise, kept = [], [], {True: [0, 0], False: [0, 0]}
     offset = 0
     for t in heldout:
         v = values[offset : offset + t.length]
         offset += t.length
-        keep = keep_steps(learner.step_advantages(t, v), horizon(t))
+        keep = keep_steps(step_filter.advantages(t, v), horizon(t))
         kept[t.success][0] += int(keep.sum())
         kept[t.success][1] += t.length
         if t.success and t.length > 1:
@@ -70,12 +73,13 @@ def fit(base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float) -> D
     config's seed and the minibatches from a copy of `base`'s sampler, so every fit of a run
     starts from the same point."""
     learner = copy.deepcopy(base)
-    fresh = type(learner.step_critic)(learner.step_critic.config)
-    learner.step_critic.load_state_dict(fresh.state_dict())
-    learner.step_opt = torch.optim.AdamW(learner.step_critic.parameters(), lr=lr)
-    learner.config.critic.instruction_updates = 0
-    learner.config.critic.step_updates = updates
-    learner.critic_step(train)
+    critics = learner.critics
+    fresh = type(critics.step)(critics.step.config)
+    critics.step.load_state_dict(fresh.state_dict())
+    critics.step_opt = torch.optim.AdamW(critics.step.parameters(), lr=lr)
+    critics.config.instruction_updates = 0
+    critics.config.step_updates = updates
+    critics.fit(train)
     return learner
 
 
@@ -88,7 +92,7 @@ def main() -> None:
     args = ap.parse_args()
     base = load_learner(args.run)
     data = usable(list(TrajectoryStore(args.run / "trajectories")))
-    train, heldout = base.split_heldout(data)
+    train, heldout = split_heldout(data)
     if not heldout or not any(t.success for t in heldout):
         raise SystemExit(f"error: {args.run} has no held-out success to measure on")
     print(

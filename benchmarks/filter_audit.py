@@ -7,20 +7,22 @@ Loads a DigiRL run's newest checkpoint (its critics) and the trajectories of the
   the instruction critic's mean value for them. A success is ranked by A_instr = 1 - V_instr,
   so a task whose V_instr is over-estimated sees its successes fall below the curriculum's cut.
 - ``in_curriculum``: share of the task's successes the curriculum keeps (top-p by A_instr over
-  the whole store, plus the run's ``rehearse`` successes per task), as `DigiRL.select` does.
+  the whole store, plus the successes the run's ``rehearsal`` step adds), as the learner's
+  selection steps do.
 - ``steps_dropped`` / ``first_step_dropped``: share of the successes' steps the step filter
   drops, and how often it drops a success's first step (every success, kept or not, as if none
   were rehearsed whole).
-- ``steps_imitated``: share of the successes' steps one `DigiRL.select` call hands the actor
-  (curriculum, rehearsal and step filter together; Filtered BC's share is 1 whenever at least
-  top-p of the trajectories succeed).
+- ``steps_imitated``: share of the successes' steps one run of the learner's selection steps
+  hands the actor (curriculum, rehearsal, step filter and no-op skipping as the run lists them;
+  Filtered BC's share is 1 whenever at least top-p of the trajectories succeed).
 - ``value_spread``: how far the step critic's values spread within a success (max - min).
   Near 0, A_step of a success is lam^(H-h) alone and the filter keeps by position: the last
   steps of every success, never the first ones of a long success.
-- ``rehearsed_instructions``: how many distinct instructions the task's ``rehearse``
-  highest-A_instr successes hold (``rehearse_pick: advantage``; 0 without ``rehearse``). The
-  instruction critic ties the successes of one instruction and ties fall to replay order, so 1
-  means the same oldest successes of a single instruction every iteration.
+- ``rehearsed_instructions``: how many distinct instructions the successes the ``rehearsal``
+  step picks by A_instr hold (``digirl.rehearsal.pick: advantage``; 0 without that step or with
+  the random pick). The instruction critic ties the successes of one instruction and ties fall
+  to replay order, so 1 means the same oldest successes of a single instruction every
+  iteration.
 
     python benchmarks/filter_audit.py RUN [RUN ...] --out results/filter-audit.json
 """
@@ -37,10 +39,11 @@ import torch
 
 from devicerl.algos.base import usable
 from devicerl.algos.digirl import DigiRL
-from devicerl.algos.formulas import instruction_advantages, rehearsal_mask
+from devicerl.algos.formulas import instruction_advantages, keep_steps, rehearsal_mask
+from devicerl.algos.selection import StepFilter, horizon, run_steps
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
-from devicerl.records import Trajectory
+from devicerl.records import DEFAULT_POLICY, Trajectory
 from devicerl.runtime.checkpoint import CheckpointManager
 from devicerl.runtime.learner_setup import make_learner
 from devicerl.runtime.train_config import TrainConfig
@@ -60,7 +63,8 @@ COLUMNS = (
 
 
 def load_learner(run: Path) -> DigiRL:
-    """The run's DigiRL learner with the critics of its newest checkpoint."""
+    """The run's DigiRL learner with the critics of its newest checkpoint (a single-policy run:
+    its member's modules are saved as ``agent.instr_critic`` and ``agent.step_critic``)."""
     cfg = load_config(TrainConfig, run / "config.yaml")
     if cfg.algo != "digirl":
         raise SystemExit(f"error: {run} is a {cfg.algo} run; the audit needs DigiRL's critics")
@@ -70,7 +74,10 @@ def load_learner(run: Path) -> DigiRL:
     if ck is None:
         raise SystemExit(f"error: {run}/checkpoints holds no checkpoint")
     for name, module in learner.modules().items():
-        module.load_state_dict(ck.models[name])
+        key = f"{DEFAULT_POLICY}.{name}"
+        if key not in ck.models:
+            raise SystemExit(f"error: {ck.path} holds no {key} (not a single-policy DigiRL run)")
+        module.load_state_dict(ck.models[key])
     return learner
 
 
@@ -82,7 +89,7 @@ def success_step_values(
     observations = [s.observation for t in successes for s in t.steps]
     flat = torch.cat(
         [
-            learner.step_critic.values(observations[i : i + batch])
+            learner.critics.step.values(observations[i : i + batch])
             for i in range(0, len(observations), batch)
         ]
         or [torch.zeros(0)]
@@ -96,12 +103,20 @@ def audit_trajectories(
     """Per task: the columns of `COLUMNS` over `trajectories`, under the learner's critics and
     filters (tasks with no success report no step columns)."""
     data = usable(list(trajectories))
-    samples, _ = learner.select(data)
-    imitated = Counter(s.trajectory.episode_id for s in samples)  # copies keep the id
-    v_instr = learner.instr_critic.values([t.steps[0].observation for t in data]).tolist()
+    samples = run_steps(learner.selection, data).samples
+    imitated = Counter(s.trajectory.episode_id for s in samples)
+    v_instr = learner.critics.instruction_values(data).tolist()
     final = torch.tensor([1.0 if t.success else 0.0 for t in data])
     a_instr = instruction_advantages(final, torch.tensor(v_instr))
-    by_advantage = rehearsal_mask([t.task for t in data], final, a_instr, learner.config.rehearse)
+    config = learner.config
+    rehearsal = config.rehearsal
+    by_advantage = torch.zeros(len(data), dtype=torch.bool)
+    if "rehearsal" in config.selection and rehearsal.pick == "advantage":
+        tasks = [t.task for t in data]
+        by_advantage = rehearsal_mask(
+            tasks, final, a_instr, rehearsal.per_task, rehearsal.share or 0.0
+        )
+    step_filter = StepFilter(config.lam, learner.critics)
     rehearsed: dict[str, set[str]] = defaultdict(set)
     for t, k in zip(data, by_advantage.tolist()):
         if k:
@@ -115,7 +130,7 @@ def audit_trajectories(
         if not t.success:
             continue
         v = next(step_values)
-        keep = learner.step_mask(t, learner.step_advantages(t, v))
+        keep = keep_steps(step_filter.advantages(t, v), horizon(t))
         row["success_rate"] += 1
         row["in_curriculum"] += t.episode_id in imitated
         row["steps_imitated"] += imitated[t.episode_id]

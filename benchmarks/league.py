@@ -252,9 +252,8 @@ def played(folder: Path) -> dict[str, dict[str, Any]]:
     index = RunDir(folder).store(skip_bad=True).index().to_pylist()
     out: dict[str, dict[str, Any]] = {}
     for row in index:
-        extras = json.loads(row["episode_extras"] or "{}")
         p = out.setdefault(
-            str(extras.get("policy", "?")),
+            str(row.get("plan_policy") or "?"),
             {"episodes": 0, "env_steps": 0, "successes": 0, "by_task": {}},
         )
         p["episodes"] += 1

@@ -74,7 +74,7 @@ HEADS: tuple[str, ...] = (
     "agent.small.point_actions=true",  # taps at any point, drags from any point to any point
     "agent.small.page_text=true",  # type spans of an element's text
     "agent.small.free_text=true",  # the character decoder with copy (computed text)
-    "agent.small.features.pixels=true",  # per-element and per-cell CNN features
+    "agent.small.pixels=true",  # per-element and per-cell CNN features
     "env.kwargs.screenshot=true",  # ... which read the screenshot
     "agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]",  # Enter (terminal)
 )

@@ -40,10 +40,10 @@ BASE = [
     "eval.greedy=false",
     "logging.tensorboard=false",
     "checkpoint_every=1000000",
-    "digirl.actor.lr=3e-3",
-    "digirl.critic.lr=3e-3",
-    "digirl.actor.updates=8",
-    "digirl.actor.batch_size=32",
+    "actor.lr=3e-3",
+    "critic.lr=3e-3",
+    "actor.updates=8",
+    "actor.batch_size=32",
 ]
 VARIANTS = {
     "lockstep": ["overlap=false"],

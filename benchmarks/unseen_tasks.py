@@ -15,12 +15,15 @@ unfinished ones resume from their last checkpoint).
         filtered_bc agent.path=benchmarks/agents/webskills-reach-2026-11-27
 
 The last lines are, per learner, ``RESULT system=S unseen_mean=X train_mean=X start_unseen=X
-random_unseen=X env_steps=N seeds=K`` (means over seeds).
+random_unseen=X env_steps=N seeds=K test_evals=N`` (means over seeds; test_evals: fresh
+evaluations of the unseen tasks' test instances so far, from the sealed ledger), then one
+``RESULT protocol=unseen digirl=X filteredbc=X ... start=X random=X`` line.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import statistics
 import sys
 from pathlib import Path
@@ -35,6 +38,7 @@ from harness.comparison import (
     run_one,
     task_rates,
 )
+from harness.sealed import record_test_evaluation, test_evaluations
 from miniwob_suite import HEADS, _agent_kinds, coverage
 
 from devicerl.runtime.provenance import provenance
@@ -95,6 +99,7 @@ def main() -> int:
         flush=True,
     )
     rows: dict[str, dict[str, Any]] = {}
+    fresh = False
     for system in [RANDOM, START, *args.systems]:
         for seed in args.seeds if system in LEARNERS else args.seeds[:1]:
             cfg = config(system, seed, train, "miniwob-unseen", 34)
@@ -102,6 +107,7 @@ def main() -> int:
                 system, seed, out, cfg, not args.fresh, args.allow_commit_change,
                 sampled=False, resume=True,
             )  # fmt: skip
+            fresh = fresh or not result.reused
             folder = out / f"{system}-s{seed}"
             on_train = config(system, seed, train, "miniwob-train", 70)
             if system in LEARNERS:
@@ -129,6 +135,11 @@ def main() -> int:
                 f"{r['env_steps']} env steps",
                 flush=True,
             )
+    # the unseen tasks' test instances are sealed: count each fresh evaluation of them
+    command = "python " + shlex.join(sys.argv)
+    name = "miniwob-unseen"
+    evals = record_test_evaluation(name, setup, command, provenance()) if fresh else None
+    evals = evals or test_evaluations(name, setup)
     start_unseen = rows[f"{START}-s{args.seeds[0]}"]["unseen"]
     random_unseen = rows[f"{RANDOM}-s{args.seeds[0]}"]["unseen"]
     lines = []
@@ -139,8 +150,17 @@ def main() -> int:
         lines.append(
             f"RESULT system={system} unseen_mean={unseen:.3f} train_mean={train_mean:.3f} "
             f"start_unseen={start_unseen:.3f} random_unseen={random_unseen:.3f} "
-            f"env_steps={mine[0]['env_steps']} seeds={len(mine)}"
+            f"env_steps={mine[0]['env_steps']} seeds={len(mine)} test_evals={evals}"
         )
+    means = {
+        s: statistics.mean(r["unseen"] for r in rows.values() if r["system"] == s)
+        for s in args.systems
+    }
+    lines.append(
+        "RESULT protocol=unseen "
+        + " ".join(f"{s.replace('_', '')}={m:.3f}" for s, m in means.items())
+        + f" start={start_unseen:.3f} random={random_unseen:.3f} test_evals={evals}"
+    )
     report = {
         "command": ["python", "benchmarks/unseen_tasks.py", *sys.argv[1:]],
         "setup": setup,

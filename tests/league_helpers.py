@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devicerl.agents.config import SmallAgentConfig
+from devicerl.agents.config import SmallAgentOptions
 from devicerl.agents.factory import AgentSpec
 from devicerl.envs import make
 from devicerl.league.config import PolicySpec
@@ -11,8 +11,8 @@ from devicerl.records import Observation
 
 def tiny_spec(tasks: str = "*", seed: int = 0, **kwargs) -> PolicySpec:
     """A policy spec with a small agent small enough to build in milliseconds."""
-    small = SmallAgentConfig(d_model=32, n_layers=1, n_heads=2, d_ff=64, seed=seed)
-    return PolicySpec(agent=AgentSpec(kind="small", small=small), tasks=tasks, **kwargs)
+    small = SmallAgentOptions(d_model=32, n_layers=1)
+    return PolicySpec(agent=AgentSpec(kind="small", seed=seed, small=small), tasks=tasks, **kwargs)
 
 
 def observations(n: int = 4) -> list[Observation]:

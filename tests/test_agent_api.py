@@ -13,13 +13,13 @@ from devicerl.clients import ChatConfig
 from devicerl.clients.chat import ChatAuthError
 from devicerl.envs import make
 from devicerl.errors import ConfigError
-from devicerl.records import Observation, Step
+from devicerl.records import Observation, Step, with_previous_actions
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
-def _agent(srv: ScriptedChatServer, **chat) -> APIAgent:
-    cfg = ChatConfig(base_url=srv.base_url, model="vlm", backoff_s=0.01, backoff_max_s=0.02, **chat)
-    return APIAgent(APIAgentConfig(chat=cfg))
+def _agent(srv: ScriptedChatServer, temperature: float = 0.0, **chat) -> APIAgent:
+    cfg = ChatConfig(base_url=srv.base_url, model="vlm", **chat)
+    return APIAgent(APIAgentConfig(chat=cfg, temperature=temperature))
 
 
 def _obs(n: int = 1) -> list[Observation]:
@@ -46,7 +46,7 @@ def test_acts_from_replies_and_sends_screenshot_prompt_and_key(monkeypatch) -> N
     reply = "Sure. " + format_autoui(Action.tap(x, y), precision=4)
     with ScriptedChatServer(lambda body: Reply(reply)) as srv:
         agent = _agent(srv, api_key_env="VLM_KEY")
-        obs.extras["previous_actions"] = [Action.back()]
+        obs = with_previous_actions(obs, [Action.back()])
         sample = agent.act([obs])[0]
         assert sample.action.is_tap and sample.text == reply
         assert sample.action.touch == pytest.approx((x, y), abs=1e-4)
@@ -122,5 +122,3 @@ def test_greedy_sends_temperature_zero_and_agent_is_not_trainable() -> None:
         agent.log_prob(_obs(1), [Action.home()])
     with pytest.raises(ConfigError, match="APIAgent has no log-probabilities"):
         require_trainable(agent)
-    with pytest.raises(ConfigError, match="image_format"):
-        APIAgent(APIAgentConfig(image_format="gif"))

@@ -9,6 +9,7 @@ from safetensors.torch import load_file
 
 from devicerl.actions import Action, ActionType, format_autoui
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig, LoRASettings, input_text
+from devicerl.agents.config import AUTOUI_MAX_INPUT_TOKENS, AUTOUI_PRECISION
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
@@ -35,8 +36,9 @@ def _obs(kind: str = "tap", n: int = 4) -> list[Observation]:
     return [env.reset(seed=s) for s in range(n)]
 
 
-def _agent(tiny, **kw) -> AutoUIAgent:
-    return AutoUIAgent.from_pretrained(*tiny, AutoUIConfig(**{"max_new_tokens": 48, **kw}))
+def _agent(tiny, seed: int = 0, **kw) -> AutoUIAgent:
+    config = AutoUIConfig(**{"max_new_tokens": 48, **kw})
+    return AutoUIAgent.from_pretrained(*tiny, config, seed=seed)
 
 
 def test_loads_autoui_layout_with_fusion_inside_t5_weights(tiny) -> None:
@@ -51,19 +53,21 @@ def test_loads_autoui_layout_with_fusion_inside_t5_weights(tiny) -> None:
 
 
 def test_input_text_has_previous_actions_and_goal() -> None:
-    obs = Observation("Open settings", (10, 10), extras={"previous_actions": [Action.back()]})
+    obs = Observation("Open settings", (10, 10), previous_actions=(Action.back(),))
     text = input_text(obs, history=4, precision=4)
     assert text.startswith("Previous Actions: Action Plan: [PRESS_BACK]")
     assert text.endswith("Goal: Open settings")
 
 
 def test_long_history_is_cut_from_the_left_keeping_the_goal(tiny) -> None:
-    agent = _agent(tiny, max_input_tokens=64, history=50)
-    junk = Action.invalid("x" * 1000, "junk")
-    obs = Observation("Tap OK", (10, 10), extras={"previous_actions": [junk] * 20})
-    ids = agent.tokenizer([input_text(obs, 50, 4)], truncation=True, max_length=64).input_ids[0]
+    agent = _agent(tiny, history=50)
+    junk = Action.invalid("x " * 1000, "junk")
+    obs = Observation("Tap OK", (10, 10), previous_actions=(junk,) * 50)
+    text = input_text(obs, 50, AUTOUI_PRECISION)
+    ids = agent.tokenizer([text], truncation=True, max_length=AUTOUI_MAX_INPUT_TOKENS).input_ids[0]
+    assert len(agent.tokenizer([text]).input_ids[0]) > AUTOUI_MAX_INPUT_TOKENS  # too long
     text = agent.tokenizer.decode(ids, skip_special_tokens=True)
-    assert len(ids) == 64 and text.endswith("Goal: Tap OK")
+    assert len(ids) == AUTOUI_MAX_INPUT_TOKENS and text.endswith("Goal: Tap OK")
     assert len(agent.act([obs])) == 1
 
 

@@ -74,7 +74,7 @@ def test_all_agents_run_in_the_collector_on_browser_devices(agents) -> None:
     with pool_mod.EnvPool(specs, tasks=",".join(TASKS), worker="subprocess") as pool:
         collector = collector_mod.Collector(pool, agents["small"])
         for name, agent in agents.items():
-            collector.set_policy(agent)
+            collector.source = collector_mod.FixedPolicy(agent)  # the next batch acts with it
             trajectories = collector.run(2)
             assert len(trajectories) == 2, name
             steps = [s for t in trajectories for s in t.steps]

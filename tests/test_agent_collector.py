@@ -15,7 +15,8 @@ from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
 from devicerl.envs import EnvSpec
-from devicerl.runtime.exploration import TaskExploration
+from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.planning import EpisodePlanner
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
@@ -32,9 +33,10 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
-def _pool():
+def _pool(tasks=None):
     specs = [EnvSpec("synthetic/tap", {"n_boxes": 3, "seed": i}) for i in range(2)]
-    return pool_mod.EnvPool(specs, tasks=TaskSampler(TASKS, seed=1), worker="subprocess")
+    tasks = tasks or TaskSampler(TASKS, seed=1)
+    return pool_mod.EnvPool(specs, tasks=tasks, worker="subprocess")
 
 
 def _collect(policy, n_episodes: int = 6):
@@ -47,7 +49,7 @@ def _check_log_probs(agent, trajectories) -> None:
     assert steps
     # as a trainer rebuilds them: with the episode's previous actions for agents that read them
     observations = [t.agent_observation(i) for t in trajectories for i in range(len(t.steps))]
-    assert all(len(o.extras["previous_actions"]) == o.step for o in observations)
+    assert all(len(o.previous_actions) == o.step for o in observations)
     with torch.no_grad():
         lp = agent.log_prob(observations, [s.action for s in steps], [s.text for s in steps])
     assert torch.allclose(lp, torch.tensor([s.log_prob for s in steps]), atol=1e-4)
@@ -68,18 +70,21 @@ def test_small_agent_in_collector_with_published_weights() -> None:
 
 def test_exploration_level_is_stored_so_log_probs_agree() -> None:
     agent = SmallAgent(seed=3)
-    exploration = TaskExploration(0.6, window=4)
-    with _pool() as pool:
-        trajectories = collector_mod.Collector(pool, agent, exploration=exploration).run(8)
-    levels = [t.extras["explore"] for t in trajectories]
+    planner = EpisodePlanner(
+        TaskSampler(TASKS, seed=1), exploration=ExplorationSchedule(0.6, window=4)
+    )
+    with _pool(planner) as pool:
+        trajectories = collector_mod.Collector(pool, agent, on_episode=planner.record).run(8)
+    assert all(t.plan is not None for t in trajectories)
+    levels = [t.epsilon for t in trajectories]
     assert all(0.0 <= v <= 0.6 for v in levels) and 0.6 in levels  # unseen tasks: max level
     steps = [s for t in trajectories for s in t.steps]
     recorded = torch.tensor([s.log_prob for s in steps])
-    acting = [t.acting_observation(i) for t in trajectories for i in range(t.length)]
-    policy_only = [t.agent_observation(i) for t in trajectories for i in range(t.length)]
+    observations = [t.agent_observation(i) for t in trajectories for i in range(t.length)]
+    epsilon = [t.epsilon for t in trajectories for _ in range(t.length)]
     with torch.no_grad():
-        again = agent.log_prob(acting, [s.action for s in steps])
-        without = agent.log_prob(policy_only, [s.action for s in steps])
+        again = agent.log_prob(observations, [s.action for s in steps], epsilon=epsilon)
+        without = agent.log_prob(observations, [s.action for s in steps])
     assert torch.allclose(again, recorded, atol=1e-4)
     assert not torch.allclose(without, recorded, atol=1e-2)  # the level changes log-probs
 

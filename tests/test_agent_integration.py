@@ -74,7 +74,7 @@ def test_api_agent_episodes_keep_invalid_steps(tmp_path) -> None:
     with ScriptedChatServer(lambda body: Reply(format_autoui(Action.back()))) as srv:
         for _ in range(3):
             srv.push(*replies)
-        cfg = ChatConfig(base_url=srv.base_url, model="m", max_retries=0, backoff_s=0.01)
+        cfg = ChatConfig(base_url=srv.base_url, model="m", max_retries=0)
         trajectories = _episodes(APIAgent(APIAgentConfig(chat=cfg)), tmp_path)
     for t in trajectories:
         first, second, last = t.steps

@@ -233,55 +233,33 @@ def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None
 
 
 def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
-    from dataclasses import replace
+    from devicerl.agents.small import MAX_EPSILON
 
     agent = SmallAgent(
-        d_model=32, n_layers=1, explore=0.0, seed=3, allowed_types=("DUAL_POINT",), swipes=False
+        d_model=32, n_layers=1, epsilon=0.0, seed=3, allowed_types=("DUAL_POINT",), swipes=False
     )
     page = _page()
-    asked = replace(page, extras={"explore": 0.9})
     n_elems = len(page.elements)
-    lp = agent.head_log_probs(agent.featurize([page, asked]), agent._explore_levels([page, asked]))
+    lp = agent.head_log_probs(agent.featurize([page, page]), agent._epsilons([0.0, 0.9]))
     p_elem = lp.element.exp()
     assert torch.allclose(p_elem.sum(-1), torch.ones(2), atol=1e-5)
     assert (p_elem[1] >= 0.9 / n_elems - 1e-6).all()  # the asked floor, on that row only
     plain = agent.head_log_probs(agent.featurize([page]))
     assert torch.allclose(lp.element[0], plain.element[0])  # other rows keep the config's floor
-    assert agent._explore_levels([page]) == 0.0  # nobody asked: one level, no tensor
-    levels = agent._explore_levels([replace(page, extras={"explore": 5.0}), page])
-    assert torch.allclose(levels, torch.tensor([[0.95], [0.0]]))  # capped at MAX_EXPLORE
+    assert agent._epsilons(None) == 0.0  # nobody asked: one level, no tensor
+    levels = agent._epsilons([5.0, 0.0])
+    assert MAX_EPSILON == 0.95
+    assert torch.allclose(levels, torch.tensor([[0.95], [0.0]]))  # capped at MAX_EPSILON
+    floored = SmallAgent(d_model=32, n_layers=1, epsilon=0.2, seed=3)
+    assert torch.allclose(floored._epsilons([0.1, 0.5]), torch.tensor([[0.2], [0.5]]))
     # sampling with the raised floor spreads the taps over the page's elements
-    taps = {s.extras["element"] for s in agent.act([asked] * 100)}
-    assert taps == {e.id for e in page.elements}
-
-
-def test_explore_spans_floors_the_typed_span_over_quoted_phrases() -> None:
-    """With ``explore_spans`` the floor also mixes a uniform choice over the instruction's
-    quoted phrases into the typed span (a pointer collapsed elsewhere still types each of them),
-    log-probs agree with acting, and greedy choices ignore the floor."""
-    from dataclasses import replace
-
-    instr = 'Enter the username "kasie" and the password "x7 b" into the text fields.'
-    page = replace(_page(), instruction=instr, extras={"explore": 0.5})
-    quoted = {"kasie", "x7 b"}
-
-    def typed(explore_spans: bool) -> tuple[list[str], float]:
-        agent = SmallAgent(
-            d_model=32, n_layers=1, seed=3, allowed_types=("TYPE",), quote_prior=-20.0,
-            explore_spans=explore_spans,
-        )  # fmt: skip
-        samples = agent.act([page] * 200)
-        lp = agent.log_prob([page] * 200, [s.action for s in samples])
-        assert torch.allclose(lp, torch.tensor([s.log_prob for s in samples]), atol=1e-4)
-        greedy = agent.act([page], greedy=True)[0].action.text
-        return [s.action.text for s in samples], greedy
-
-    off, greedy_off = typed(False)
-    on, greedy_on = typed(True)
-    assert sum(t in quoted for t in off) == 0  # the prior steers away from quoted phrases
-    assert 0.35 <= sum(t in quoted for t in on) / len(on) <= 0.65  # half: the 0.5 floor
-    assert {t for t in on if t in quoted} == quoted  # each phrase, whole
-    assert greedy_on == greedy_off not in quoted
+    samples = agent.act([page] * 100, epsilon=[0.9] * 100)
+    assert {s.extras["element"] for s in samples} == {e.id for e in page.elements}
+    # log-probs at the same level agree with acting; without it they do not
+    actions = [s.action for s in samples]
+    again = agent.log_prob([page] * 100, actions, epsilon=[0.9] * 100)
+    assert torch.allclose(again, torch.tensor([s.log_prob for s in samples]), atol=1e-4)
+    assert not torch.allclose(agent.log_prob([page] * 100, actions), again, atol=1e-2)
 
 
 def test_history_features_read_the_episodes_earlier_actions() -> None:
@@ -315,9 +293,6 @@ def test_history_features_read_the_episodes_earlier_actions() -> None:
     assert g[VALID_TYPES.index(ActionType.DUAL_POINT)] == 1.0 and g[len(VALID_TYPES)] == 0.0
     assert g[len(VALID_TYPES) + 1] == pytest.approx(0.3)  # three actions so far
     assert g[len(VALID_TYPES) + 3] == pytest.approx(1 / 3)  # one TYPE
-    # actions in dict form count too; unreadable entries are skipped
-    as_dicts = with_previous_actions(page, [tap_box.to_dict(), "garbage", {"x": 1}])
-    assert featurize([as_dicts], cfg).elem_feats[0, 1, ELEM_FEATURES] == 1.0
 
 
 def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
@@ -328,9 +303,8 @@ def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
     traj = rollout(env, agent, "synthetic/type", 5)
     assert traj.length >= 2
     obs = [traj.agent_observation(i) for i in range(traj.length)]
-    assert obs[0].extras["previous_actions"] == [] and len(obs[-1].extras["previous_actions"]) == (
-        traj.length - 1
-    )
+    assert obs[0].previous_actions == () and len(obs[-1].previous_actions) == traj.length - 1
+    assert all(s.observation.previous_actions == () for s in traj.steps)  # stored as observed
     assert traj.agent_observation(1) is obs[1]  # kept with the trajectory
     lp = agent.log_prob(obs, [s.action for s in traj.steps])
     assert torch.allclose(lp, torch.tensor([s.log_prob for s in traj.steps]), atol=1e-4)

@@ -14,8 +14,8 @@ from devicerl.actions import Action, ActionType
 from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.agents.small_net import DRAG, POINT, QUIET_LOGIT
 from devicerl.agents.small_heads import points_of
+from devicerl.agents.small_net import DRAG, POINT, QUIET_LOGIT
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
@@ -67,7 +67,7 @@ def test_every_path_is_sampled_and_scores_the_same_when_recomputed() -> None:
     obs = _observations() * 6
     seen: set = set()
     for types in (("DUAL_POINT",), ("TYPE",), None):
-        agent = _reach(allowed_types=types, explore=0.5, temperature=1.2, seed=1)
+        agent = _reach(allowed_types=types, epsilon=0.5, temperature=1.2, seed=1)
         samples = agent.act(obs)
         seen |= {
             (s.extras["type"], s.extras.get("gesture"), s.extras.get("source")) for s in samples
@@ -90,9 +90,9 @@ def test_every_path_is_sampled_and_scores_the_same_when_recomputed() -> None:
     assert {s for t, _, s in seen if t == "TYPE"} == {"instruction", "page", "free"}
     assert {t for t, _, _ in seen} >= {"PRESS_ENTER", "PRESS_BACK", "STATUS_TASK_COMPLETE"}
     # the entropy bonus also covers the gesture, the touch point and the text source
-    agent = _reach(seed=2, explore=0.0)
+    agent = _reach(seed=2, epsilon=0.0)
     ent = agent.entropy(obs[:8])
-    basic = SmallAgent(d_model=48, n_layers=1, explore=0.0).entropy(obs[:8])
+    basic = SmallAgent(d_model=48, n_layers=1, epsilon=0.0).entropy(obs[:8])
     assert torch.isfinite(ent).all() and (ent > basic + 1.0).all()
     # greedy decoding is deterministic on every path
     assert [s.action for s in agent.act(obs[:8], greedy=True)] == [
@@ -239,7 +239,7 @@ def test_a_drag_between_coloured_squares_is_learnt_from_pixels() -> None:
     the pixel features, the touch pointers and the lift pointers together."""
     agent = SmallAgent(
         d_model=48, n_layers=1, d_ff=96, point_actions=True, swipes=False, grid=(4, 4),
-        offsets=3, allowed_types=("DUAL_POINT",), explore=0.0,
+        offsets=3, allowed_types=("DUAL_POINT",), epsilon=0.0,
         features=FeatureConfig(pixels=True, pixel_size=(32, 32), history=False),
     )  # fmt: skip
     agent.featurizer.enable_cache()  # as learners do: each screenshot is downscaled once
@@ -291,7 +291,7 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
         return Observation(f'Type "{word}" in capitals', (100, 100)), word.upper()
 
     agent = SmallAgent(
-        d_model=48, n_layers=1, d_ff=96, free_text=True, allowed_types=("TYPE",), explore=0.0,
+        d_model=48, n_layers=1, d_ff=96, free_text=True, allowed_types=("TYPE",), epsilon=0.0,
         features=FeatureConfig(history=False),
     )  # fmt: skip
     agent.featurizer.enable_cache()
@@ -319,19 +319,26 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
 
 
 def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None:
+    from devicerl.agents.config import SmallAgentOptions
     from devicerl.agents.factory import AgentSpec
     from devicerl.config import config_source, load_config
     from devicerl.errors import ConfigError
     from devicerl.runtime.train_config import TrainConfig
 
-    features = FeatureConfig(pixels=False, pixel_size=(48, 64), dom_flags=False)
-    base = SmallAgent(d_model=48, n_layers=1, grid=(4, 4), offsets=3, features=features, seed=1)
+    # the run options (``agent.small``) of a saved agent, and of one grown from it: the same
+    # encoder, plus every reach head and pixels
+    options = SmallAgentOptions(d_model=48, n_layers=1)
+    base = SmallAgent(options.architecture(seed=1))
     base.version = 7
     base.save(tmp_path / "base")
-    config = _reach(seed=2).config  # the same encoder, plus every reach head and pixels
-    grown = AgentSpec(kind="small", small=config, init_from=str(tmp_path / "base")).make()
-    fresh = SmallAgent(config)
+    reach = dataclasses.replace(
+        options, point_actions=True, page_text=True, free_text=True, pixels=True
+    )
+    spec = AgentSpec(kind="small", seed=2, small=reach, init_from=str(tmp_path / "base"))
+    grown = spec.make()
+    fresh = SmallAgent(reach.architecture(seed=2))
     assert isinstance(grown, SmallAgent) and grown.version == 0
+    assert grown.config == fresh.config
     saved, own = base.module.state_dict(), grown.module.state_dict()
     new = [k for k in own if k not in saved]
     assert any(k.startswith("encoder.cnn.") for k in new) and any("chars." in k for k in new)
@@ -353,12 +360,13 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
     # what cannot be grown from: one clear line naming the culprit
     grown.save(tmp_path / "grown")
     with pytest.raises(DataError, match=r"lacks .*chars\."):  # a part this config lacks
-        SmallAgent(d_model=48, n_layers=1, features=features).load_matching(tmp_path / "grown")
+        SmallAgent(base.config).load_matching(tmp_path / "grown")
     with pytest.raises(DataError, match="architecture") as err:  # another width
-        SmallAgent(d_model=32, n_layers=1, features=features).load_matching(tmp_path / "base")
+        narrow = dataclasses.replace(base.config, d_model=32, d_ff=64)
+        SmallAgent(narrow).load_matching(tmp_path / "base")
     assert "\n" not in str(err.value)
     with pytest.raises(DataError, match="saved agent directory"):
-        SmallAgent(d_model=48, n_layers=1, features=features).load_matching(tmp_path / "none")
+        SmallAgent(base.config).load_matching(tmp_path / "none")
     with pytest.raises(ConfigError, match="both set"):  # the pretrained setup names agent.path
         load_config(
             TrainConfig,
@@ -379,7 +387,7 @@ def test_a_grown_agent_first_acts_as_the_saved_one(tmp_path) -> None:
         features=features,
         seed=3,
         allowed_types=("DUAL_POINT", "TYPE"),
-        explore=0.0,
+        epsilon=0.0,
     )  # no exploration floor: it spreads over every choice, the new ones too
     obs = _observations()
     for params in base.module.parameters():  # a trained agent's logits are far from zero
@@ -415,7 +423,7 @@ def test_gated_cells_leave_a_grown_agents_states_as_they_were(tmp_path) -> None:
     that starts closed, so the saved agent's states and greedy actions stay, and training opens
     the readback."""
     features = FeatureConfig(dom_flags=False, pixel_size=(48, 64))
-    base = SmallAgent(d_model=48, n_layers=2, features=features, seed=3, explore=0.0)
+    base = SmallAgent(d_model=48, n_layers=2, features=features, seed=3, epsilon=0.0)
     for params in base.module.parameters():  # a trained agent's attention is far from uniform
         params.data.mul_(3.0)
     base.save(tmp_path)

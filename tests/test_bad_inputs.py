@@ -26,6 +26,9 @@ SYN = ["env.name=synthetic", "env.worker=serial", "env.num_envs=1", "tasks.train
 SYN += ["logging.tensorboard=false", "eval.at_end=false"]
 KEY_VAR, KEY = "BAD_INPUTS_KEY", "sk-bad-inputs-0123456789"
 
+#: the checkout's benchmarks (the tests run from a scratch folder)
+BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
+
 
 @dataclass
 class Row:
@@ -45,9 +48,12 @@ class Row:
 
 #: Ways to damage the newest checkpoint: (file, how) -> new bytes.
 DAMAGE = {
-    "flipped-byte": ("actor.safetensors", lambda b: b[:-9] + bytes([b[-9] ^ 0xFF]) + b[-8:]),
+    "flipped-byte": (
+        "agent.actor.safetensors",
+        lambda b: b[:-9] + bytes([b[-9] ^ 0xFF]) + b[-8:],
+    ),
     "state-not-json": ("state.json", lambda b: b"{not json" + b[9:]),
-    "truncated-optimizer": ("actor.optim.pt", lambda b: b[: len(b) // 2]),
+    "truncated-optimizer": ("agent.actor.optim.pt", lambda b: b[: len(b) // 2]),
 }
 
 
@@ -60,20 +66,20 @@ ROWS = [
     train("env_steps=-5", expect="env_steps=-5: must be >= 1", id="negative-budget"),
     train("env.num_envs=0", expect="env.num_envs=0: must be >= 1", id="no-devices"),
     train("checkpoint_every=0", expect="checkpoint_every=0: must be >= 1", id="ckpt-every-0"),
-    train("keep_checkpoints=0", expect="keep_checkpoints=0", id="keep-0-checkpoints"),
     train("replay_capacity=0", expect="replay_capacity=0", id="empty-replay"),
     train("trajectories_per_iter=0", expect="trajectories_per_iter=0", id="k-0"),
     train("tasks.max_steps=0", expect="tasks.max_steps=0", id="max-steps-0"),
     train("eval.n_tasks=0", expect="eval.n_tasks=0", id="eval-no-tasks"),
     train("eval.episodes_per_task=-1", expect="eval.episodes_per_task=-1", id="eval-neg-seeds"),
-    train("digirl.actor.lr=0", expect="digirl.actor.lr=0: must be > 0", id="lr-0"),
+    train("actor.lr=0", expect="actor.lr=0: must be > 0", id="lr-0"),
     train("digirl.top_p=1.5", expect="digirl.top_p=1.5: must be in (0, 1]", id="top-p"),
-    train("digirl.gamma=-0.1", expect="digirl.gamma=-0.1", id="gamma"),
-    train("exploration.max=1", expect="exploration.max=1: must be in [0, 1)", id="explore-1"),
+    train("digirl.lam=-0.1", expect="digirl.lam=-0.1", id="lambda"),
+    train("digirl.selection=[step_filter, curriculum]", expect="in the order", id="steps"),
+    train("exploration.max=1", expect="exploration.max=1: must be in (0, 1)", id="explore-1"),
     train("env.step_timeout_s=0", expect="env.step_timeout_s=0: must be > 0", id="timeout-0"),
     train("judge.chat.timeout_s=-1", expect="judge.chat.timeout_s=-1", id="chat-timeout"),
     train("judge.chat.max_concurrency=0", expect="judge.chat.max_concurrency=0", id="chat-cc"),
-    train("agent.small.d_model=100", "agent.small.n_heads=3", expect="d_model", id="heads"),
+    train("agent.small.d_model=30", expect="d_model=30: must be a multiple of 4", id="heads"),
     train("agent.small.allowed_types=[FLY]", expect="'FLY'", id="action-type"),
     train("seed=abc", expect="seed: expected an integer, got 'abc'", id="seed-type"),
     train("mode=sideways", expect="mode: 'sideways' is not one of", id="mode-choice"),
@@ -87,7 +93,7 @@ ROWS = [
     train("judge.kind=vlm", expect="judge.chat.model", id="vlm-no-model"),
     train("judge.chat.base_url=ftp://x", expect="must start with http://", id="url-scheme"),
     # -- config files and override syntax ------------------------------------------------------
-    train("--config", "{dir}/missing.yaml", expect="cannot read config", id="no-file"),
+    train("--config", "{dir}/missing.yaml", expect="neither a file nor a shipped", id="no-file"),
     train("--config", "{dir}/bad.yaml", expect="line 4, column 5", id="yaml-syntax"),
     train("--config", "{dir}/list.yaml", expect="must hold a mapping", id="yaml-list"),
     train("--set", "seed", expect="must look like key.path=value", id="set-no-equals"),
@@ -103,7 +109,7 @@ ROWS = [
     ),
     Row("resume-print", ["train", "--resume", "{dir}/run", "--print-config", "seed=3"], "ok"),
     Row("print-config", ["eval", "--out", "{dir}/out", *SYN, "--print-config"], "ok"),
-    Row("bench-unknown", ["bench", "nosuch"], "unknown benchmark 'nosuch'"),
+    Row("bench-unknown", ["bench", "--dir", BENCHMARKS, "nosuch"], "unknown benchmark 'nosuch'"),
     # -- tasks ---------------------------------------------------------------------------------
     Row("task-glob", ["tasks", "nosuch/*"], "unknown task or suite 'nosuch/*'"),
     Row("task-list", ["tasks", "{dir}/missing.txt"], "cannot read instruction list"),
@@ -267,10 +273,10 @@ def inputs(tmp_path_factory) -> Path:
 
 
 def _checkpoint_inputs(root: Path) -> None:
-    """A short run that keeps two checkpoints, and one copy per way of damaging the newest."""
+    """A short run that keeps its newest checkpoints; a copy per way of damaging the newest."""
     good = root / "ckpt-good"
     argv = ["train", "--out", str(good), *SYN, "env_steps=40", "trajectories_per_iter=4"]
-    assert main([*argv, "checkpoint_every=1", "keep_checkpoints=2"]) == 0
+    assert main([*argv, "checkpoint_every=1"]) == 0
     newest = sorted((good / "checkpoints").glob("iter-*"))[-1].name
     for name, (file, damage) in DAMAGE.items():
         run = root / f"ckpt-{name}"

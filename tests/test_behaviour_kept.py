@@ -9,10 +9,11 @@ recorded numbers, the changes made on purpose since, and nothing else:
 
 1. ``skip_noops`` is a selection step (it was ``actor.skip_noops``): the no-op steps it drops
    are no longer handed to the actor's regression (which used to drop them itself), so the
-   recorded selection of a setup that lists it loses exactly its no-op steps, and the selection statistics that
-   count imitated steps (``kept_steps``, ``step_filter_kept_frac``, ``kept_steps_failed_frac``,
-   ``success_steps_dropped_frac``) now count after it; they are not compared there. The
-   parameter deltas, which the dropped steps never reached, must still match.
+   recorded selection of a setup that lists it loses exactly its no-op steps, and the
+   selection statistics that count imitated steps (``kept_steps``, ``step_filter_kept_frac``,
+   ``kept_steps_failed_frac``, ``success_steps_dropped_frac``) now count after it; they are
+   not compared there. The parameter deltas, which the dropped steps never reached, must
+   still match.
 2. Filtered BC logs the selection statistics DigiRL logs (new metric names, not compared).
 3. PBT's hyperparameter ``explore`` (the small agent's exploration floor) is named ``epsilon``.
 """

@@ -12,7 +12,7 @@ from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
 def _client(srv: ScriptedChatServer, **kw) -> ChatClient:
-    cfg = ChatConfig(base_url=srv.base_url, model="m", backoff_s=0.01, backoff_max_s=0.05, **kw)
+    cfg = ChatConfig(base_url=srv.base_url, model="m", **kw)
     return ChatClient(cfg)
 
 

@@ -54,13 +54,17 @@ def test_the_demo_is_the_shipped_setup_on_the_dev_suite() -> None:
     assert (cfg.eval.split, cfg.eval.n_tasks, cfg.eval.episodes_per_task) == ("test", 8, 10)
     assert cfg.agent.small == shipped.agent.small and cfg.exploration == shipped.exploration
     # the entropy bonus fades over the same share of the budget as in the setup's 8,000 steps
-    fade = round(shipped.digirl.actor.entropy_versions * 2500 / 8000)
-    assert cfg.digirl.actor.entropy_versions == fade
-    assert replace(cfg.digirl.actor, entropy_versions=0) == replace(
-        shipped.digirl.actor, entropy_versions=0
+    assert shipped.actor.entropy is not None and shipped.actor.entropy.fade_versions
+    assert cfg.actor.entropy is not None
+    fade = round(shipped.actor.entropy.fade_versions * 2500 / 8000)
+    assert cfg.actor.entropy.fade_versions == fade
+    assert replace(cfg.actor.entropy, fade_versions=None) == replace(
+        shipped.actor.entropy, fade_versions=None
     )
+    assert replace(cfg.actor, entropy=None) == replace(shipped.actor, entropy=None)
+    assert cfg.digirl == shipped.digirl and cfg.critic == shipped.critic
     paper = demo_config("paper", budget=300, eval_episodes=1, seed=0)
-    assert paper.digirl.actor.entropy_coef == 0 and paper.exploration.max == 0
+    assert paper.actor.entropy is None and paper.exploration.max is None
 
 
 @pytest.mark.slow

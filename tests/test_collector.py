@@ -9,10 +9,13 @@ import pytest
 
 from devicerl.actions import Action
 from devicerl.agents import ActionSample, Policy
+from devicerl.agents.base import as_policy
 from devicerl.envs import EnvSpec
 from devicerl.pool import EnvPool, SupervisorConfig
-from devicerl.records import Observation
+from devicerl.records import DEFAULT_POLICY, Observation
 from devicerl.runtime.collector import Collector
+from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.planning import EpisodePlanner
 from devicerl.tasks import Task, TaskSampler
 
 STEPS = [Task("synthetic/steps", max_steps=10, env="synthetic")]
@@ -63,20 +66,34 @@ def test_collect_batches_ready_devices_and_counts() -> None:
     assert stats.as_dict()["rollout/success_rate"] == stats.success_rate
 
 
+class Swappable:
+    """A `PolicySource` whose policy the test replaces between batches (as a trainer publishes
+    new weights); it records the episodes in use each time it is asked."""
+
+    def __init__(self, policy) -> None:
+        self.policies = {DEFAULT_POLICY: as_policy(policy)}
+        self.asked: list[set[str]] = []
+
+    def current(self, in_use: set[str]) -> dict[str, Policy]:
+        self.asked.append(set(in_use))
+        return self.policies
+
+
 def test_policy_swaps_between_batches() -> None:
     old, new = Tapper(version=1), Tapper(version=2)
-    published: list[Policy] = []
-    source = lambda: published.pop() if published else None  # noqa: E731
+    source = Swappable(old)
     with _pool(2, worker="serial") as pool:
-        collector = Collector(pool, old, policy_source=source)
+        collector = Collector(pool, source)
         first = collector.run(5)
         swapped_at = time.time()
-        published.append(new)  # the trainer publishes new weights
+        source.policies[DEFAULT_POLICY] = new  # the trainer publishes new weights
         second = collector.run(5)
-        collector.set_policy(lambda obs: [Action.tap(0.1, 0.1)] * len(obs))  # a plain callable
+        # a plain callable
+        source.policies[DEFAULT_POLICY] = as_policy(lambda obs: [Action.tap(0.1, 0.1)] * len(obs))
         third = collector.run(4)
     assert {s.policy_version for t in first for s in t.steps} == {1}
-    assert new.batches and collector.policy is not new
+    assert new.batches and all(t.plan is not None for t in first + second + third)
+    assert source.asked and all(asked <= {DEFAULT_POLICY} for asked in source.asked)
     steps = [s for t in second for s in t.steps]
     assert {s.policy_version for s in steps if s.started_at > swapped_at} == {2}
     assert {s.policy_version for s in steps if s.started_at < swapped_at} <= {1}
@@ -111,12 +128,12 @@ class HistoryReader(Policy):
     def act(self, observations: Sequence[Observation], greedy: bool = False):
         out = []
         for obs in observations:
-            prev = obs.extras["previous_actions"]
+            prev = obs.previous_actions
             assert len(prev) == obs.step, (len(prev), obs.step)
             # every action is a tap at a distinct x that encodes its step index
             assert [round(a.touch[0] * 100) for a in prev] == list(range(obs.step))
             self.seen += 1
-            out.append(Action.tap(obs.step / 100, 0.5))
+            out.append(ActionSample(Action.tap(obs.step / 100, 0.5)))
         return out
 
 
@@ -126,49 +143,64 @@ def test_agents_see_their_episodes_previous_actions() -> None:
         trajectories = Collector(pool, policy).run(12)
     assert policy.seen >= 24 and len(trajectories) >= 12
     for t in trajectories:  # the stored observations stay as the device returned them
-        assert all("previous_actions" not in s.observation.extras for s in t.steps)
+        assert all(s.observation.previous_actions == () for s in t.steps)
 
 
 class LevelReader(Tapper):
-    """Taps the centre and remembers the exploration level each observation carried."""
+    """Taps the centre and remembers the exploration level each observation was asked at (0
+    when the collector passed none)."""
 
     def __init__(self) -> None:
         super().__init__(version=0)
         self.levels: list[float] = []
+        self.calls_without: int = 0
 
-    def act(self, observations: Sequence[Observation], greedy: bool = False):
-        self.levels += [o.extras["explore"] for o in observations]
+    def act(
+        self,
+        observations: Sequence[Observation],
+        greedy: bool = False,
+        epsilon: Sequence[float] | None = None,
+    ):
+        if epsilon is None:
+            self.calls_without += 1
+            epsilon = [0.0] * len(observations)
+        assert len(epsilon) == len(observations)
+        self.levels += list(epsilon)
         return super().act(observations, greedy)
 
 
+def _planned(tasks: list[Task], schedule: ExplorationSchedule) -> EpisodePlanner:
+    return EpisodePlanner(TaskSampler(tasks, seed=4), exploration=schedule)
+
+
 def test_exploration_levels_follow_each_tasks_recent_success() -> None:
-    from devicerl.runtime.exploration import TaskExploration
 
     tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
-    exploration = TaskExploration(0.8, window=1000)
+    exploration = ExplorationSchedule(0.8, window=1000)
     policy = LevelReader()
     specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
-    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
-        trajectories = Collector(pool, policy, exploration=exploration).run(40)
+    planner = _planned(tasks, exploration)
+    with EnvPool(specs, tasks=planner) as pool:
+        trajectories = Collector(pool, policy, on_episode=planner.record).run(40)
     assert policy.levels[0] == 0.8  # nothing seen yet: the highest level
     assert all(0.0 <= v <= 0.8 for v in policy.levels)
     assert min(policy.levels) < 0.8  # the steps task succeeds half the time: explored less
     for task in ("synthetic/steps", "synthetic/tap"):  # every labelled episode was recorded
         ends = [t.success for t in trajectories if t.task == task]
         assert ends and exploration.success_rate(task) == pytest.approx(sum(ends) / len(ends))
-    for t in trajectories:  # the stored observations stay as the device returned them
-        assert all("explore" not in s.observation.extras for s in t.steps)
+    for t in trajectories:  # each episode stores the level it acted at, in its plan
+        assert t.plan is not None and 0.0 <= t.epsilon <= 0.8
+        assert t.epsilon == t.plan.epsilon and t.plan.greedy is None
 
 
 def test_probes_free_a_task_from_exploration_once_the_policy_solves_it() -> None:
-    from devicerl.runtime.exploration import TaskExploration
 
-    trapped = TaskExploration(0.6, window=3, rule="unsolved")
+    trapped = ExplorationSchedule(0.6, window=3, rule="unsolved")
     trapped.record("a", False)
     for _ in range(10):  # explored episodes of a form fail: without probes it never leaves
         assert trapped.level("a") == 0.6
         trapped.record("a", False, 0.6)
-    ex = TaskExploration(0.6, window=3, rule="unsolved", probe=3)
+    ex = ExplorationSchedule(0.6, window=3, rule="unsolved", probe=3)
     ex.record("a", False)
     assert [ex.level("a") for _ in range(6)] == [0.6, 0.6, 0.0, 0.6, 0.6, 0.0]  # every 3rd
     for _ in range(5):
@@ -177,80 +209,45 @@ def test_probes_free_a_task_from_exploration_once_the_policy_solves_it() -> None
     ex.record("a", True, 0.0)  # a probe succeeds: the policy solves it
     assert ex.success_rate("a") == 0.5 and ex.level("a") == 0.0 and ex.level("a") == 0.0
     with pytest.raises(ValueError, match="probe"):
-        TaskExploration(0.6, probe=2)  # the linear rule has no explored state to probe
+        ExplorationSchedule(0.6, probe=2)  # the linear rule has no explored state to probe
 
     tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
-    real = TaskExploration(0.8, window=1000, rule="unsolved", threshold=0.99, probe=2)
+    real = ExplorationSchedule(0.8, window=1000, rule="unsolved", threshold=0.99, probe=2)
     specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
-    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
-        trajectories = Collector(pool, LevelReader(), exploration=real).run(30)
-    levels = {t.extras["explore"] for t in trajectories}
+    planner = _planned(tasks, real)
+    policy = LevelReader()
+    with EnvPool(specs, tasks=planner) as pool:
+        trajectories = Collector(pool, policy, on_episode=planner.record).run(30)
+    levels = {t.epsilon for t in trajectories}
     assert levels == {0.0, 0.8}  # explored episodes and probes (and first episodes)
+    assert set(policy.levels) == {0.0, 0.8}
     for task in ("synthetic/steps", "synthetic/tap"):  # judged by the policy's own episodes
-        own = [t.success for t in trajectories if t.task == task and t.extras["explore"] == 0]
-        assert own and real.success_rate(task) == pytest.approx(sum(own) / len(own))
-
-
-class GreedyMarker(Tapper):
-    """Taps the centre; each action's text says whether it was asked greedily."""
-
-    def act(self, observations: Sequence[Observation], greedy: bool = False):
-        super().act(observations, greedy)
-        word = "greedy" if greedy else "sampled"
-        return [ActionSample(Action.tap(0.5, 0.5), text=word) for _ in observations]
-
-
-def test_greedy_probes_act_greedily_and_are_marked() -> None:
-    from devicerl.runtime.exploration import TaskExploration
-
-    ex = TaskExploration(0.6, window=3, rule="unsolved", probe=3, probe_greedy=True)
-    ex.record("a", False)
-    assert [ex.plan("a") for _ in range(3)] == [(0.6, False), (0.6, False), (0.0, True)]
-    assert ex.plan("b") == (0.0, False)  # unseen: the policy's own, sampled
-    with pytest.raises(ValueError, match="probe_greedy"):
-        TaskExploration(0.6, rule="unsolved", probe_greedy=True)  # no probes to make greedy
-
-    tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
-    real = TaskExploration(0.8, window=1000, rule="unsolved", threshold=0.99, probe=2,
-                           probe_greedy=True)  # fmt: skip
-    specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
-    with EnvPool(specs, tasks=TaskSampler(tasks, seed=4)) as pool:
-        trajectories = Collector(pool, GreedyMarker(version=0), exploration=real).run(30)
-    probes = [t for t in trajectories if t.extras.get("greedy")]
-    assert probes and len(probes) < len(trajectories)
-    for t in trajectories:  # a probe's every step was asked greedily, no other step was
-        words = {s.text for s in t.steps}
-        assert words == ({"greedy"} if t.extras.get("greedy") else {"sampled"}), t.extras
-    assert all(t.extras["explore"] == 0.0 for t in probes)
-    for task in ("synthetic/steps", "synthetic/tap"):  # probes count as the policy's own
-        own = [t.success for t in trajectories if t.task == task and t.extras["explore"] == 0]
+        own = [t.success for t in trajectories if t.task == task and t.epsilon == 0]
         assert own and real.success_rate(task) == pytest.approx(sum(own) / len(own))
 
 
 def test_exploration_level_is_max_times_recent_failure_rate() -> None:
-    from devicerl.runtime.exploration import TaskExploration
 
-    ex = TaskExploration(0.5, window=4)
+    ex = ExplorationSchedule(0.5, window=4)
     assert ex.level("a") == 0.5 and ex.level(None) == 0.5 and ex.success_rate("a") is None
     for success in (True, True, False, True, True):  # the window keeps the last 4
         ex.record("a", success)
     assert ex.success_rate("a") == 0.75 and ex.level("a") == pytest.approx(0.125)
     assert ex.level("b") == 0.5  # other tasks are unaffected
-    again = TaskExploration(0.5, window=4)
+    again = ExplorationSchedule(0.5, window=4)
     again.load_state_dict(ex.state_dict())
     assert again.level("a") == ex.level("a")
     with pytest.raises(ValueError, match="max_level"):
-        TaskExploration(1.0)
+        ExplorationSchedule(1.0)
     with pytest.raises(ValueError, match="window"):
-        TaskExploration(0.5, window=0)
+        ExplorationSchedule(0.5, window=0)
     with pytest.raises(ValueError, match="rule must be one of linear, unsolved"):
-        TaskExploration(0.5, rule="cosine")
+        ExplorationSchedule(0.5, rule="cosine")
 
 
 def test_the_unsolved_rule_explores_only_tasks_with_no_recent_success() -> None:
-    from devicerl.runtime.exploration import TaskExploration
 
-    ex = TaskExploration(0.6, window=3, rule="unsolved")
+    ex = ExplorationSchedule(0.6, window=3, rule="unsolved")
     assert ex.level("a") == 0.0 and ex.level(None) == 0.0  # unseen: left to the policy
     ex.record("a", False)
     assert ex.level("a") == 0.6  # seen, never solved: explored at the top level
@@ -259,7 +256,7 @@ def test_the_unsolved_rule_explores_only_tasks_with_no_recent_success() -> None:
     for _ in range(3):  # the success leaves the window
         ex.record("a", False)
     assert ex.level("a") == 0.6 and ex.level("b") == 0.0
-    low = TaskExploration(0.6, window=5, rule="unsolved", threshold=0.2)
+    low = ExplorationSchedule(0.6, window=5, rule="unsolved", threshold=0.2)
     for success in (True, False, False, False, False):
         low.record("a", success)
     assert low.level("a") == 0.6  # 1 of 5: still at or below the threshold
@@ -268,4 +265,4 @@ def test_the_unsolved_rule_explores_only_tasks_with_no_recent_success() -> None:
     low.record("a", True)
     assert low.level("a") == 0.0  # 2 of 5
     with pytest.raises(ValueError, match="threshold"):
-        TaskExploration(0.6, rule="unsolved", threshold=1.0)
+        ExplorationSchedule(0.6, rule="unsolved", threshold=1.0)

@@ -48,8 +48,9 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path, capsys) -> N
     )
     report = compare(tmp_path, **kw)
     assert list(report["summary"]) == ["random", "digirl"]
+    # the first fresh evaluation of test instances of this setup (the test's own ledger)
     assert report["result"] == result_line(
-        report["summary"], 120, tags="setup=tuned suite=custom split=test"
+        report["summary"], 120, tags="setup=tuned suite=custom split=test test_evals=1"
     )
     assert report["result"].startswith("RESULT digirl=") and "random=" in report["result"]
     trained = next(r for r in report["runs"] if r["system"] == "digirl")
@@ -74,7 +75,7 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path, capsys) -> N
     again = compare(tmp_path, **kw)  # same configs and code: nothing runs again
     assert metrics.stat().st_mtime_ns == before
     assert again["runs"] == report["runs"]
-    plumbing = [*SYNTHETIC, "checkpoint_every=2", "keep_checkpoints=1"]
+    plumbing = [*SYNTHETIC, "checkpoint_every=2"]
     compare(tmp_path, **{**kw, "extra": plumbing})  # how a run is kept is not what it learns
     assert metrics.stat().st_mtime_ns == before
 
@@ -127,6 +128,7 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     cfg = load_config(TrainConfig, tmp_path / "cmp" / "start-s0" / "config.yaml")
     assert cfg.mode == "eval" and cfg.agent.path == str(tmp_path / "agent")
     line = f"RESULT start={run['success']:.3f} env_steps=120 setup=tuned suite=custom split=test"
+    line += " test_evals=1"  # the first fresh evaluation of test instances (the test's ledger)
     assert report["result"] == line
     evaluated = tmp_path / "cmp" / "start-s0" / "eval.json"
     before = evaluated.stat().st_mtime_ns
@@ -188,18 +190,23 @@ def test_setups_come_from_the_config_files() -> None:
             assert cfg.eval.split == "test"
     paper = run_config("digirl", 0, setup="paper")
     tuned = run_config("digirl", 0, setup="tuned")
-    assert paper.exploration.max == 0 and tuned.exploration.max > 0
-    assert not paper.digirl.actor.skip_noops and tuned.digirl.actor.skip_noops
-    assert paper.digirl.actor.entropy_coef == 0 and tuned.digirl.actor.entropy_coef > 0
+    assert paper.exploration.max is None and tuned.exploration.max > 0
+    assert paper.digirl.selection == ["curriculum", "step_filter"]  # the paper's
+    assert tuned.digirl.selection == ["curriculum", "rehearsal", "step_filter", "skip_noops"]
+    assert tuned.digirl.rehearsal.per_task == 2
+    assert paper.actor.entropy is None and tuned.actor.entropy.coef > 0
     assert paper.agent.small.allowed_types is None and paper.agent.small.swipes
-    assert paper.agent.small.explore == 0.0
-    assert paper.digirl.rehearse == 0 and tuned.digirl.rehearse == 2
-    assert paper.digirl.advantage_sample == tuned.digirl.advantage_sample == 0  # whole replay
+    assert paper.agent.small.epsilon == 0.0
     random = run_config("random_clickable", 0, setup="paper")
-    assert random.mode == "eval" and random.agent.kind == "uniform"
-    assert random.agent.clickable_only and random.agent.small == paper.agent.small
-    ablation = run_config("digirl_no_critics", 0)
-    assert ablation.algo == "digirl" and not ablation.digirl.critics
+    assert random.mode == "eval" and random.agent.kind == "uniform_clickable"
+    assert random.agent.small == paper.agent.small
+    # an ablation is the setup's own selection with one step left out
+    ablation = run_config("digirl_no_step_filter", 0)
+    assert ablation.algo == "digirl" and ablation.mode == "online"
+    assert ablation.digirl.selection == ["curriculum", "rehearsal", "skip_noops"]
+    ablation = run_config("digirl_no_curriculum", 0, setup="paper")
+    assert ablation.digirl.selection == ["step_filter"]
+    assert replace(ablation.digirl, selection=[]) == replace(paper.digirl, selection=[])
     with pytest.raises(ConfigError, match="unknown setup 'best'"):
         config_file("digirl", "best")
 

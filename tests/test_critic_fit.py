@@ -7,8 +7,9 @@ import critic_fit as cf  # benchmarks/ (see conftest.py)
 import pytest
 import torch
 from _runs import collect
-from test_digirl_select import learner, trajectory
+from selection_helpers import learner, trajectory
 
+from devicerl.algos.config import CriticConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.config import load_config
 from devicerl.runtime.learner_setup import make_learner
@@ -49,12 +50,12 @@ def test_a_refit_critic_learns_and_leaves_the_run_alone() -> None:
     cfg = load_config(TrainConfig, None, ["algo=digirl", "env.name=synthetic"])
     base = make_learner(cfg, cfg.agent.make())
     assert isinstance(base, DigiRL)
-    before = {k: v.clone() for k, v in base.step_critic.state_dict().items()}
+    before = {k: v.clone() for k, v in base.critics.step.state_dict().items()}
     data = collect(24, screen=(48, 80))
     assert 0 < sum(t.success for t in data) < len(data)
     untrained = cf.measure(cf.fit(base, data, 0, 1e-3), data)
     trained = cf.measure(cf.fit(base, data, 150, 1e-3), data)
     assert trained["brier"] < untrained["brier"] - 0.02
-    after = base.step_critic.state_dict()
+    after = base.critics.step.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
-    assert base.config.critic.step_updates == cfg.digirl.critic.step_updates
+    assert base.critics.config == CriticConfig()  # the refits changed copies of it only

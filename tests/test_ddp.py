@@ -18,16 +18,25 @@ from safetensors.torch import load_file, save_file
 
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
-from devicerl.algos.base import ActorConfig, Learner
-from devicerl.algos.digirl import CriticConfig, DigiRL, DigiRLConfig
-from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
+from devicerl.algos.base import Learner
+from devicerl.algos.config import (
+    ActorConfig,
+    CriticConfig,
+    DigiRLConfig,
+    EntropyConfig,
+    FilteredBCConfig,
+)
+from devicerl.algos.digirl import DigiRL
+from devicerl.algos.filtered_bc import FilteredBC
 from devicerl.envs import make
 from devicerl.records import Trajectory
 from devicerl.runtime.distributed.grad_sync import DataParallelSync, shard_bounds
 from devicerl.runtime.rollout import rollout
 
 # odd batch sizes: the two processes get unequal shards; grad_accum and the entropy bonus too
-ACTOR = ActorConfig(lr=3e-3, updates=3, batch_size=15, grad_accum=2, entropy_coef=0.01)
+ACTOR = ActorConfig(
+    lr=3e-3, updates=3, batch_size=15, grad_accum=2, entropy=EntropyConfig(coef=0.01)
+)
 CRITIC = CriticConfig(lr=3e-3, batch_size=9, instruction_updates=2, step_updates=2)
 
 
@@ -49,9 +58,8 @@ def learner(algo: str) -> Learner:
     torch.manual_seed(0)
     agent = SmallAgent(d_model=32, seed=1)
     if algo == "digirl":
-        cfg = DigiRLConfig(top_p=0.5, actor=ACTOR, critic=CRITIC)
-        return DigiRL(agent, cfg, seed=3)
-    return FilteredBC(agent, FilteredBCConfig(top_p=0.5, actor=ACTOR), seed=3)
+        return DigiRL(agent, DigiRLConfig(top_p=0.5), ACTOR, CRITIC, seed=3)
+    return FilteredBC(agent, FilteredBCConfig(top_p=0.5), ACTOR, seed=3)
 
 
 def parameters(ln: Learner) -> dict[str, torch.Tensor]:

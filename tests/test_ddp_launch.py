@@ -32,11 +32,11 @@ ARGS = [
     "env_steps=1000000",
     "checkpoint_every=1",
     "eval.at_end=false",
-    "digirl.actor.updates=2",
-    "digirl.actor.batch_size=8",
-    "digirl.critic.batch_size=8",
-    "digirl.critic.step_updates=2",
-    "digirl.critic.instruction_updates=2",
+    "actor.updates=2",
+    "actor.batch_size=8",
+    "critic.batch_size=8",
+    "critic.step_updates=2",
+    "critic.instruction_updates=2",
 ]
 
 

@@ -20,17 +20,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 CONFIG = [
     "agent.small.d_model=32",
     "digirl.top_p=0.5",
-    "digirl.actor.lr=3e-3",
-    "digirl.actor.updates=3",
-    "digirl.actor.batch_size=15",
-    "digirl.actor.grad_accum=2",
-    "digirl.critic.lr=3e-3",
-    "digirl.critic.batch_size=9",
-    "digirl.critic.instruction_updates=2",
-    "digirl.critic.step_updates=2",
+    "actor.lr=3e-3",
+    "actor.updates=3",
+    "actor.batch_size=15",
+    "actor.grad_accum=2",
+    "critic.lr=3e-3",
+    "critic.batch_size=9",
+    "critic.instruction_updates=2",
+    "critic.step_updates=2",
     "learner.num_workers=2",
-    "learner.cpus_per_worker=1",
-    "learner.setup_timeout_s=120",
 ]
 
 

@@ -16,7 +16,7 @@ def test_eval_stores_its_trajectories_and_its_run_can_be_viewed(tmp_path) -> Non
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     stored = RunDir(out).store().read_all(screenshots=False)
-    assert len(stored) == 5 and all(t.extras.get("phase") == "eval" for t in stored)
+    assert len(stored) == 5 and all(t.phase == "eval" for t in stored)
     assert sorted(t.seed for t in stored) == sorted({t.seed for t in stored})  # 5 instances
     v = devicerl("view", str(out))
     assert v.returncode == 0, v.stderr

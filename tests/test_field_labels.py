@@ -28,8 +28,9 @@ def _login(instruction: str, focused: int | None, previous: list[Action] | None 
         UIElement("p", "textbox", "", bbox=(7, 130, 115, 151), editable=True, focused=focused == 1),
         UIElement("b", "button", "Login", bbox=(7, 160, 60, 180), clickable=True),
     ]
-    extras = {"previous_actions": previous} if previous is not None else {}
-    return Observation(instruction, (160, 210), elements=elements, extras=extras)
+    return Observation(
+        instruction, (160, 210), elements=elements, previous_actions=tuple(previous or ())
+    )
 
 
 def test_a_field_is_named_by_its_placeholder_or_the_short_text_beside_it() -> None:

@@ -8,14 +8,17 @@ import filter_audit as fa  # benchmarks/ (see conftest.py)
 import pytest
 import torch
 from _runs import collect
-from test_digirl_select import learner, trajectory
+from selection_helpers import learner, trajectory
 
-from devicerl.algos.base import ActorConfig
+from devicerl.algos.config import RehearsalConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.config import load_config
+from devicerl.records import DEFAULT_POLICY
 from devicerl.runtime.learner_setup import make_learner
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
+
+REHEARSAL = ("curriculum", "rehearsal", "step_filter")
 
 
 def runs() -> list:
@@ -42,24 +45,26 @@ def test_the_curriculum_and_a_flat_critic_by_hand() -> None:
     row_e = "| e | 1.000 | 1.000 | 0.500 | 0.000 | 6.000 | 0.333 | 1.000 | 0.000 | 0.000 | 0.000 |"
     assert row_e in text
     assert "| b | 1.000 | 0.000 | 0.100 | - | - | - | - | - | - | - |" in text
-    # rehearsal brings e's success into the curriculum; a demonstration keeps every step
-    demo = runs()
-    demo[0].extras["demonstration"] = "scripted"
-    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, keep_demonstration_steps=True), demo)
-    assert out["e"]["in_curriculum"] == 1 and out["e"]["steps_dropped"] == 0
-    assert out["e"]["steps_imitated"] == 1
-    # rehearsed whole: the actor gets all 6 steps, though the filter alone would drop 2
-    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1, rehearse_whole=True), runs())
-    assert out["e"]["steps_dropped"] == pytest.approx(2 / 6) and out["e"]["steps_imitated"] == 1
-    out = fa.audit_trajectories(learner(top_p=0.3, rehearse=1), runs())
+    # rehearsal brings e's success into the curriculum; the step filter still drops 2 steps
+    one = RehearsalConfig(per_task=1)
+    out = fa.audit_trajectories(learner(REHEARSAL, top_p=0.3, rehearsal=one), runs())
+    assert out["e"]["in_curriculum"] == 1 and out["e"]["steps_dropped"] == pytest.approx(2 / 6)
     assert out["e"]["steps_imitated"] == pytest.approx(4 / 6)
-
-
-def test_an_episode_imitated_without_its_detours_counts_as_itself() -> None:
-    # every screen of `runs()` looks the same, so with drop_loops a kept success is cut to its
-    # last step: still in the curriculum, 1 of its 6 steps imitated
-    out = fa.audit_trajectories(learner(top_p=0.3, actor=ActorConfig(drop_loops=True)), runs())
-    assert out["a"]["in_curriculum"] == 1 and out["a"]["steps_imitated"] == pytest.approx(1 / 6)
+    assert out["e"]["rehearsed_instructions"] == 1
+    # rehearsed whole: the actor gets all 6 steps, though the filter alone would drop 2
+    whole = RehearsalConfig(per_task=1, whole=True)
+    out = fa.audit_trajectories(learner(REHEARSAL, top_p=0.3, rehearsal=whole), runs())
+    assert out["e"]["steps_dropped"] == pytest.approx(2 / 6) and out["e"]["steps_imitated"] == 1
+    # no-op skipping: every screen of `runs()` looks the same, so only each success's last
+    # (rewarding) step is imitated
+    out = fa.audit_trajectories(learner((*REHEARSAL, "skip_noops"), top_p=0.3, rehearsal=whole),
+                                runs())  # fmt: skip
+    assert out["e"]["steps_imitated"] == pytest.approx(1 / 6)
+    assert out["a"]["steps_imitated"] == pytest.approx(1 / 6)
+    # the random pick: no highest-advantage pick to count
+    rand = RehearsalConfig(per_task=1, pick="random")
+    out = fa.audit_trajectories(learner(REHEARSAL, top_p=0.3, rehearsal=rand), runs())
+    assert out["e"]["in_curriculum"] == 1 and out["e"]["rehearsed_instructions"] == 0
 
 
 def test_rehearsed_instructions_count_what_the_highest_advantage_pick_repeats() -> None:
@@ -67,8 +72,9 @@ def test_rehearsed_instructions_count_what_the_highest_advantage_pick_repeats() 
     # takes the first two in replay order, one instruction; the pick of 3 holds both
     data = [trajectory(name, [0.3] * 2, success=True, max_steps=10) for name in "eef"]
     data[2].task = "t/e"
-    for rehearse, distinct in ((2, 1), (3, 2)):
-        out = fa.audit_trajectories(learner(top_p=0.3, rehearse=rehearse), data)
+    for per_task, distinct in ((2, 1), (3, 2)):
+        rehearsal = RehearsalConfig(per_task=per_task)
+        out = fa.audit_trajectories(learner(REHEARSAL, top_p=0.3, rehearsal=rehearsal), data)
         assert out["e"]["rehearsed_instructions"] == distinct
 
 
@@ -79,9 +85,10 @@ def test_a_run_folder_is_audited_under_its_checkpoints_critics(tmp_path) -> None
     rl = make_learner(cfg, cfg.agent.make())
     assert isinstance(rl, DigiRL)
     with torch.no_grad():  # weights a freshly built learner does not have
-        for p in [*rl.step_critic.parameters(), *rl.instr_critic.parameters()]:
+        for p in [*rl.critics.step.parameters(), *rl.critics.instr.parameters()]:
             p.add_(0.05 * torch.randn_like(p))
-    models = {k: m.state_dict() for k, m in rl.modules().items()}
+    # as the trainer saves a single-policy run's learner modules: under its member's name
+    models = {f"{DEFAULT_POLICY}.{k}": m.state_dict() for k, m in rl.modules().items()}
     run.checkpoint_manager().save(1, models, {}, {"iteration": 1})
     trajs = collect(30, screen=(48, 80))  # random-policy episodes
     with run.writer() as w:
@@ -89,7 +96,7 @@ def test_a_run_folder_is_audited_under_its_checkpoints_critics(tmp_path) -> None
     # the step critic scored in batches across episodes: each episode's values as scored alone
     batched = list(fa.success_step_values(rl, trajs, batch=7))
     for t, v in zip(trajs, batched, strict=True):
-        alone = rl.step_critic.values([s.observation for s in t.steps])
+        alone = rl.critics.step.values([s.observation for s in t.steps])
         assert torch.allclose(v, alone, atol=1e-5)
     out, expected = fa.audit(run.path), fa.audit_trajectories(rl, trajs)
     assert out and set(out) == set(expected)
@@ -107,3 +114,15 @@ def test_a_run_folder_is_audited_under_its_checkpoints_critics(tmp_path) -> None
     other.save_config(cfg)
     with pytest.raises(SystemExit, match=r"bc is a filtered_bc run"):
         fa.audit(other.path)
+
+
+def test_a_checkpoint_without_the_single_policys_critics_is_refused(tmp_path) -> None:
+    cfg = load_config(TrainConfig, None, ["algo=digirl", "env.name=synthetic"])
+    run = RunDir(tmp_path / "league").create()
+    run.save_config(cfg)
+    rl = make_learner(cfg, cfg.agent.make())
+    assert rl is not None
+    models = {f"member.{k}": m.state_dict() for k, m in rl.modules().items()}
+    run.checkpoint_manager().save(1, models, {}, {"iteration": 1})
+    with pytest.raises(SystemExit, match=r"holds no agent\.instr_critic"):
+        fa.load_learner(run.path)

@@ -48,7 +48,8 @@ def test_every_number_of_every_config_is_finite_and_fits(cls, key, tp) -> None:
     [
         ("seed=9223372036854775808", "seed=9223372036854775808: must be in [0, 9223372036854775807]"),  # noqa: E501
         ("seed=-1", "seed=-1: must be >= 0"),
-        ("eval.seed=1.0e+19", "eval.seed=10000000000000000000: must be in [0, 9223372036854775807]"),  # noqa: E501
+        ("seed=1.0e+19", "seed=10000000000000000000: must be in [0, 9223372036854775807]"),
+        ("agent.seed=1.0e+19", "agent.seed=10000000000000000000: must be in [-9223372036854775808, 9223372036854775807]"),  # noqa: E501
         ("actor.lr=.inf", "actor.lr=inf: must be a finite number"),
         ("digirl.top_p=.nan", "digirl.top_p=nan: must be a finite number"),
         ("env.kwargs={a: {b: [1, .nan]}}", "env.kwargs.a.b[1]=nan: must be a finite number"),

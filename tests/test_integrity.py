@@ -34,10 +34,10 @@ FAST = [
     "env_steps=1000000",
     "checkpoint_every=1",
     "eval.at_end=false",
-    "digirl.actor.updates=2",
-    "digirl.actor.batch_size=8",
-    "digirl.critic.step_updates=1",
-    "digirl.critic.instruction_updates=1",
+    "actor.updates=2",
+    "actor.batch_size=8",
+    "critic.step_updates=1",
+    "critic.instruction_updates=1",
 ]
 
 
@@ -129,20 +129,20 @@ def test_resume_after_same_size_corruption_falls_back(tmp_path) -> None:
     run = tmp_path / "run"
     first = _cli("train", "--out", str(run), *FAST, "max_iterations=3")
     assert first.returncode == 0, first.stderr
-    weights = run / "checkpoints" / "iter-000003" / "actor.safetensors"
+    weights = run / "checkpoints" / "iter-000003" / "agent.actor.safetensors"
     data = bytearray(weights.read_bytes())
     start = _tensor_data_offset(weights) - 3
     data[start : start + 64] = np.full(16, np.nan, dtype=np.float32).tobytes()  # NaN weights
     weights.write_bytes(bytes(data))
     resumed = _cli("train", "--resume", str(run), "max_iterations=4")
     assert resumed.returncode == 0, resumed.stderr
-    assert "iter-000003/actor.safetensors" in resumed.stderr and "sha256" in resumed.stderr
+    assert "iter-000003/agent.actor.safetensors" in resumed.stderr and "sha256" in resumed.stderr
     assert "falling back to the previous good checkpoint iter-000002" in resumed.stderr
     assert json.loads((run / "summary.json").read_text())["iteration"] == 4
     assert (run / "checkpoints" / "corrupt-iter-000003").is_dir()
     ck = CheckpointManager(run / "checkpoints").load_latest()
     assert ck is not None and ck.iteration == 4
-    assert all(torch.isfinite(t).all() for t in ck.models["actor"].values())
+    assert all(torch.isfinite(t).all() for t in ck.models["agent.actor"].values())
 
 
 # -- stores ---------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """League config, routing, frontier sampling, snapshots and the regression gate, with real
-small agents (the wiring into collector and trainer is docs/league.md's "not done yet")."""
+small agents (the league run in the trainer's loop: tests/test_league_run.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,14 @@ import torch
 
 from devicerl.config import from_dict
 from devicerl.errors import ConfigError
-from devicerl.league.config import LeagueConfig, LeagueRunConfig, MappingRule, SnapshotConfig
+from devicerl.league.config import (
+    GATE_MARGIN,
+    MAX_SNAPSHOTS,
+    LeagueConfig,
+    LeagueRunConfig,
+    MappingRule,
+    SnapshotConfig,
+)
 from devicerl.league.frontier import FrontierSampler
 from devicerl.league.mapping import PolicyMapping
 from devicerl.league.state import Frozen, League, weights_hash
@@ -33,15 +40,15 @@ def test_config_loads_policies_and_names_the_bad_key() -> None:
         {
             "policies": {
                 "gen": {"tasks": "*"},
-                "clicks": {"tasks": "click-*", "digirl": {"actor": {"lr": 3e-4}}},
+                "clicks": {"tasks": "click-*", "actor": {"lr": 3e-4}},
                 "old": {"agent": {"kind": "random"}, "trainable": False, "algo": "none"},
             },
             "league": {"mapping": [{"policy": "clicks", "tasks": "click-*", "weight": 2}]},
         },
     )
-    assert cfg.policies["clicks"].digirl.actor.lr == 3e-4
+    assert cfg.policies["clicks"].actor.lr == 3e-4
     assert cfg.policies["clicks"].covers("click-button") and not cfg.policies["clicks"].covers("x")
-    assert cfg.league.snapshot.threshold == 0.8 and cfg.league.pbt.quantile == 0.25
+    assert cfg.league.snapshot.threshold == 0.8 and cfg.league.pbt.population == 4
     bad = [
         ({"policies": {"g": {"digirl": {"top_p": 2}}}}, "policies.g.digirl.top_p=2"),
         ({"policies": {"g": {"trainabel": True}}}, "'policies.g.trainabel'"),
@@ -54,7 +61,7 @@ def test_config_loads_policies_and_names_the_bad_key() -> None:
         ({"policies": {"g": {}}, "league": {"pbt": {"quantile": 0.7}}}, "league.pbt.quantile"),
         (
             {"policies": {"g": {}}, "league": {"pbt": {"hyperparams": {"lr": [1, 2]}}}},
-            "league.pbt.hyperparams.lr",
+            "league.pbt.hyperparams",
         ),
         ({"policies": {"g": {}}, "league": {"snapshot": {"threshold": 1.5}}}, "threshold=1.5"),
     ]
@@ -165,7 +172,7 @@ def test_add_and_remove_policies_mid_run() -> None:
 
 
 def test_snapshot_when_windowed_success_crosses_the_threshold() -> None:
-    config = LeagueConfig(snapshot=SnapshotConfig(threshold=0.8, window=10, max_per_policy=2))
+    config = LeagueConfig(snapshot=SnapshotConfig(threshold=0.8, window=10))
     league = League.build({"gen": tiny_spec()}, config)
     for i in range(10):
         league.record("gen", "t", i < 7)  # 0.7
@@ -180,13 +187,15 @@ def test_snapshot_when_windowed_success_crosses_the_threshold() -> None:
             league.record("gen", "t", True)
         names += league.end_iteration()
     assert names == ["gen@4", "gen@5", "gen@6"]
-    assert league.snapshots_of("gen") == ["gen@5", "gen@6"]  # oldest removed beyond 2
+    assert MAX_SNAPSHOTS == 3
+    assert league.snapshots_of("gen") == ["gen@4", "gen@5", "gen@6"]  # oldest removed beyond 3
     assert [e["snapshot"] for e in league.history] == ["gen@2", "gen@4", "gen@5", "gen@6"]
     assert "gen@2" not in league
 
 
 def test_regression_gate_and_league_table() -> None:
-    config = LeagueConfig(generalist="gen", snapshot=SnapshotConfig(window=4, gate_margin=0.1))
+    assert GATE_MARGIN == 0.1
+    config = LeagueConfig(generalist="gen", snapshot=SnapshotConfig(window=4))
     league = League.build(
         {"gen": tiny_spec(learn_from=["clicks"]), "clicks": tiny_spec("click-*")}, config
     )

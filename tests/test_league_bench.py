@@ -34,17 +34,19 @@ def _names(split: str) -> list[str]:
 def test_league_configs_are_the_tuned_setup_with_a_league() -> None:
     tuned = read_yaml(config_source("miniwob-digirl-tuned"))
     setup = load_config(TrainConfig, config_source("miniwob-digirl-tuned"))
-    assert setup.agent.small.allowed_types and setup.digirl.actor.skip_noops  # tuned indeed
+    assert setup.agent.small.allowed_types and "skip_noops" in setup.digirl.selection  # tuned
     tasks = _names("miniwob-dev16")
     for file in ("miniwob-league-dev16.yaml", "miniwob-league-pbt.yaml"):
         data = read_yaml(config_source(file))
-        for key in ("mode", "algo", "env", "agent", "trajectories_per_iter", "exploration"):
-            assert data[key] == tuned[key], f"{file}: {key} differs from the tuned setup"
+        keys = ("mode", "algo", "env", "agent", "trajectories_per_iter", "exploration", "actor")
+        for key in (*keys, "critic"):
+            assert data.get(key) == tuned.get(key), f"{file}: {key} differs from the tuned setup"
         assert data["digirl"] == tuned["digirl"] and data["tasks"]["train"] == "miniwob-dev16"
         league = from_dict(LeagueRunConfig, {k: data[k] for k in ("policies", "league")})
         league.validate()
         for name, spec in league.policies.items():  # every policy: the tuned agent and DigiRL
             assert spec.agent == setup.agent and spec.digirl == setup.digirl, name
+            assert spec.actor == setup.actor and spec.critic == setup.critic, name
             assert spec.algo == "digirl" and spec.trainable, name
         assert league.league.generalist == "generalist"
         assert all(league.policies["generalist"].covers(t) for t in tasks)

@@ -7,13 +7,13 @@ import collections
 import pytest
 import torch
 
-from devicerl.league.config import LeagueConfig, PBTConfig
+from devicerl.league.config import PBT_PERTURBATION, PBT_RESAMPLE, LeagueConfig, PBTConfig
 from devicerl.league.hparams import get_hparams
 from devicerl.league.pbt import PBT, quantiles
 from devicerl.league.state import League, weights_hash
 from tests.league_helpers import nudge, tiny_spec
 
-NAMES = ["actor_lr", "top_p", "explore"]
+NAMES = ["actor_lr", "top_p", "epsilon"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -32,10 +32,10 @@ def test_quantiles_follow_ray_tune() -> None:
     assert quantiles(ranked[:1], 0.25) == ([], [])
 
 
-def _population(n: int = 4, **pbt) -> tuple[League, PBT]:
-    config = PBTConfig(policy="gen", population=n, interval=2, **pbt)
+def _population(n: int = 4, seed: int = 0) -> tuple[League, PBT]:
+    config = PBTConfig(policy="gen", population=n, interval=2)
     league = League.build({"gen": tiny_spec("*")}, LeagueConfig(pbt=config))
-    driver = PBT(league, config)
+    driver = PBT(league, config, seed=seed)
     driver.populate()
     return league, driver
 
@@ -48,7 +48,7 @@ def test_population_members_are_independent_copies_with_their_own_hparams() -> N
     for h in hps[1:]:
         assert 1e-5 <= h["actor_lr"] <= 1e-3 and 0.05 <= h["top_p"] <= 0.5
     # the live agent acts with its member's exploration
-    assert league["gen.pbt1"].policy.config.explore == hps[1]["explore"]
+    assert league["gen.pbt1"].policy.config.epsilon == hps[1]["epsilon"]
     ptrs = [{p.data_ptr() for p in league[m].policy.parameters()} for m in pbt.members]
     assert not ptrs[0] & ptrs[1]
     # episodes split evenly among the members
@@ -56,8 +56,9 @@ def test_population_members_are_independent_copies_with_their_own_hparams() -> N
     assert set(counts) == set(pbt.members) and min(counts.values()) > 850
 
 
-def test_exploit_copies_weights_and_hparams_without_aliasing() -> None:
-    league, pbt = _population(resample_probability=0.0)
+def test_exploit_copies_weights_and_hparams_without_aliasing(monkeypatch) -> None:
+    monkeypatch.setattr("devicerl.league.pbt.PBT_RESAMPLE", 0.0)  # always perturbed
+    league, pbt = _population()
     for i, m in enumerate(pbt.members):
         nudge(league[m].policy, 0.01 * (i + 1))  # four different weight sets
     scores = {"gen": 0.1, "gen.pbt1": 0.9, "gen.pbt2": 0.5, "gen.pbt3": 0.4}
@@ -88,12 +89,13 @@ def test_exploit_copies_weights_and_hparams_without_aliasing() -> None:
     assert [e["event"] for e in league.history] == ["exploit"]
 
 
-def test_explore_resamples_with_its_probability() -> None:
-    _, pbt = _population(resample_probability=0.25, seed=5)
-    values = {"actor_lr": 1e-4, "top_p": 0.2, "explore": 0.1}
+def test_perturb_resamples_with_its_probability() -> None:
+    assert PBT_RESAMPLE == 0.25 and PBT_PERTURBATION == (0.8, 1.2)  # Ray Tune's defaults
+    _, pbt = _population(seed=5)
+    values = {"actor_lr": 1e-4, "top_p": 0.2, "epsilon": 0.1}
     perturbed = resampled = 0
     for _ in range(2000):
-        out = pbt.explore(values)
+        out = pbt.perturb(values)
         for name, v in out.items():
             ratio = v / values[name]
             if ratio == pytest.approx(0.8) or ratio == pytest.approx(1.2):

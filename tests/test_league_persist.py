@@ -70,7 +70,7 @@ def test_save_load_round_trip_keeps_everything(tmp_path: Path) -> None:
             m.parent, m.snapshot, m.teachers, m.policy.version
         )  # fmt: skip
         assert isinstance(b.policy, Frozen) == isinstance(m.policy, Frozen)
-    names = ["actor_lr", "top_p", "explore"]
+    names = ["actor_lr", "top_p", "epsilon"]
     assert get_hparams(back["gen"].spec, names) == get_hparams(league["gen"].spec, names)
     assert back.history == league.history and back.counters == league.counters
     assert back.iteration == 1 and league_table(back) == league_table(league)
@@ -119,7 +119,7 @@ CHILD = textwrap.dedent(
     if resume:
         league, pbt = load_league(out)
     else:
-        config = LeagueConfig(snapshot=SnapshotConfig(window=4, max_per_policy=2),
+        config = LeagueConfig(snapshot=SnapshotConfig(window=4),
                               pbt=PBTConfig(policy="gen", population=2, interval=2))
         league = League.build({"gen": tiny_spec(), "clicks": tiny_spec("click-*")}, config)
         pbt = PBT(league, config.pbt)

@@ -1,22 +1,27 @@
-"""League runs (`devicerl.runtime.league.trainer`): real runs on synthetic devices with small
-real agents: episodes routed by the mapping, a frozen policy that never changes while it acts,
-the generalist learning from a specialist's episodes, policies added and removed mid-run, PBT
-and snapshots, a named policy evaluated, the single-policy path untouched."""
+"""League runs (the one `Trainer` with its `devicerl.runtime.league_run.LeagueRun` observer):
+real runs on synthetic devices with small real agents: episodes routed by the mapping, a frozen
+policy that never changes while it acts, the generalist learning from a specialist's episodes,
+policies added and removed mid-run, PBT and snapshots, the evaluated member and a saved member
+evaluated, the single-policy path untouched."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from devicerl.config import config_source, load_config
 from devicerl.data.store import TrajectoryStore
-from devicerl.errors import ConfigError
+from devicerl.errors import ConfigError, DataError
 from devicerl.league.persist import load_league
 from devicerl.league.state import weights_hash
-from devicerl.runtime.league.trainer import LeagueTrainer, make_trainer
+from devicerl.records import DEFAULT_POLICY
+from devicerl.runtime.league_run import LeagueRun
+from devicerl.runtime.observers import TrainerObserver
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
 from devicerl.runtime.trainer import Trainer
@@ -33,10 +38,10 @@ FAST = [
     *(
         f"policies.{p}.agent.small.{k}={v}"
         for p in POLICIES
-        for k, v in {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64}.items()
+        for k, v in {"d_model": 32, "n_layers": 1}.items()
     ),
     *(
-        f"policies.{p}.digirl.{k}"
+        f"policies.{p}.{k}"
         for p in ("generalist", "taps")
         for k in (
             "actor.updates=2",
@@ -49,7 +54,7 @@ FAST = [
 #: Each task goes to exactly one policy (no weighted draw), chosen by the mapping.
 BY_TASK = {"synthetic/tap": "taps", "synthetic/type": "generalist", "synthetic/steps": "frozen"}
 MAPPING = [
-    "league.frontier.enabled=false",
+    "league.frontier=null",
     "league.mapping=[{tasks: synthetic/tap, policy: taps}, {tasks: synthetic/type, policy: "
     "generalist}, {tasks: synthetic/steps, policy: frozen}]",
 ]
@@ -59,13 +64,38 @@ def _config(*overrides: str) -> TrainConfig:
     return load_config(TrainConfig, str(EXAMPLE), [*FAST, *overrides])
 
 
-def _trainer(tmp_path: Path, name: str, *overrides: str) -> LeagueTrainer:
+def _trainer(tmp_path: Path, name: str, *overrides: str) -> Trainer:
     cfg = _config(*overrides)
     run = RunDir(tmp_path / name)
     run.create().save_config(cfg)
-    trainer = make_trainer(cfg, run)
-    assert isinstance(trainer, LeagueTrainer)
+    trainer = Trainer(cfg, run)
+    _league(trainer)  # a league run is the trainer with its league observer
     return trainer
+
+
+def _league(trainer: Trainer) -> LeagueRun:
+    (league,) = [o for o in trainer.observers if isinstance(o, LeagueRun)]
+    return league
+
+
+class OnIteration(TrainerObserver):
+    """Calls ``fn(trainer)`` after each iteration (after the league's own step)."""
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.fn = fn
+
+    def after_iteration(self, run: Any, metrics: dict[str, Any]) -> None:
+        self.fn(run)
+
+
+def _acting(trainer: Trainer) -> dict:
+    """The collector's acting copies, by member name."""
+    assert trainer.source is not None
+    return trainer.source.copies.policies  # type: ignore[attr-defined]
+
+
+def _learners(trainer: Trainer) -> dict:
+    return {m.name: m.learner for m in trainer.population.trainable()}
 
 
 def _stored(run: Path) -> list:
@@ -74,43 +104,43 @@ def _stored(run: Path) -> list:
 
 def test_episodes_are_routed_by_the_mapping_and_a_frozen_policy_never_changes(tmp_path) -> None:
     trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=4")
-    frozen = trainer.league["frozen"].policy
+    league = _league(trainer).league
+    frozen = league["frozen"].policy
     before = weights_hash(frozen)
     seen: list[str] = []
-    learner_objects = {n: pl.learner for n, pl in trainer.league_learners.by_name.items()}
+    learner_objects = _learners(trainer)
 
-    def watch(t: LeagueTrainer) -> None:
-        seen.append(weights_hash(t.league["frozen"].policy))
+    def watch(t: Trainer) -> None:
+        seen.append(weights_hash(_league(t).league["frozen"].policy))
         # one copy of the frozen policy: the collector acts with the league's own object
-        assert t.actors is not None and t.actors.policies.get("frozen", frozen) is frozen
+        assert _acting(t).get("frozen", frozen) is frozen
 
-    trainer.on_iteration = watch
+    trainer.observers.append(OnIteration(watch))
     summary = trainer.run()
     assert summary["iteration"] == 4 and seen == [before] * 4
-    assert weights_hash(trainer.league["frozen"].policy) == before
+    assert weights_hash(league["frozen"].policy) == before
     assert set(learner_objects) == {"generalist", "taps"}  # the frozen policy has no learner
+    assert trainer.population["frozen"].frozen and trainer.population["frozen"].replay is None
 
     episodes = [t for t in _stored(tmp_path / "run") if t.steps]
     assert len(episodes) >= 32
-    for t in episodes:  # the acting policy is the mapping's, every time
-        assert t.extras["policy"] == BY_TASK[t.task], (t.task, t.extras)
-    acted = {t.extras["policy"] for t in episodes}
+    for t in episodes:  # the acting policy is the mapping's, every time (the stored plan)
+        assert t.plan is not None and t.plan.policy == BY_TASK[t.task], (t.task, t.plan)
+    acted = {t.plan.policy for t in episodes}
     assert acted == set(POLICIES)
     # each step records its policy's version: the frozen one never moves, the others do
     frozen_versions = {
-        s.policy_version for t in episodes if t.extras["policy"] == "frozen" for s in t.steps
+        s.policy_version for t in episodes if t.plan.policy == "frozen" for s in t.steps
     }
     assert frozen_versions == {0}
-    tap_versions = {
-        s.policy_version for t in episodes if t.extras["policy"] == "taps" for s in t.steps
-    }
-    assert max(tap_versions) >= 1 and trainer.league["taps"].policy.version == 4
+    tap_versions = {s.policy_version for t in episodes if t.plan.policy == "taps" for s in t.steps}
+    assert max(tap_versions) >= 1 and league["taps"].policy.version == 4
 
     # per-policy replays: own episodes, plus the teacher's for the generalist (learn_from)
-    replays = {n: list(pl.replay) for n, pl in trainer.league_learners.by_name.items()}
-    assert {t.extras["policy"] for t in replays["taps"]} == {"taps"}
-    assert {t.extras["policy"] for t in replays["generalist"]} == {"generalist", "taps"}
-    assert not any(t.extras["policy"] == "frozen" for r in replays.values() for t in r)
+    replays = {m.name: list(m.replay) for m in trainer.population.trainable()}
+    assert {t.plan.policy for t in replays["taps"]} == {"taps"}
+    assert {t.plan.policy for t in replays["generalist"]} == {"generalist", "taps"}
+    assert not any(t.plan.policy == "frozen" for r in replays.values() for t in r)
 
     # the league table and per-policy metrics come from the run folder
     league, _ = load_league(tmp_path / "run" / "league")
@@ -139,38 +169,41 @@ def test_the_league_table_is_in_the_run_report_and_the_cli(tmp_path, capsys) -> 
 
 
 def test_add_and_remove_policies_mid_run(tmp_path) -> None:
-    trainer = _trainer(tmp_path, "run", "max_iterations=6", "league.frontier.enabled=true")
+    trainer = _trainer(tmp_path, "run", "max_iterations=6")
+    assert trainer.cfg.league.frontier is not None  # the example's frontier sampling
     spec = trainer.cfg.policies["taps"]
     marks: dict[str, float] = {}
 
-    def change(t: LeagueTrainer) -> None:
+    def change(t: Trainer) -> None:
         it = t.state.iteration
+        lr = _league(t)
         if it == 1:  # the frozen policy leaves, a new trainable one takes synthetic/steps
-            t.remove_policy("frozen")
+            lr.remove_policy("frozen")
             late = type(spec)(**{**spec.__dict__, "tasks": "synthetic/steps"})
-            t.add_policy("late", late)
+            lr.add_policy("late", late)
             marks["added"] = time.time()
-            assert "late" in t.league_learners.by_name and "frozen" not in t.league
+            assert "late" in _learners(t) and "frozen" not in lr.league
+            assert "frozen" not in t.population
         if it == 4:
-            t.remove_policy("late")
+            lr.remove_policy("late")
             marks["removed"] = time.time()
-            assert "late" not in t.league_learners.by_name
+            assert "late" not in _learners(t)
 
-    trainer.on_iteration = change
+    trainer.observers.append(OnIteration(change))
     trainer.run()
     episodes = [t for t in _stored(tmp_path / "run") if t.steps]
-    late = [t for t in episodes if t.extras["policy"] == "late"]
+    late = [t for t in episodes if t.plan.policy == "late"]
     assert late, "the added policy played no episode"
     assert min(t.steps[0].started_at for t in late) >= marks["added"]
     # no episode of a removed policy starts after its removal (in-flight ones may finish)
     assert all(t.steps[0].started_at < marks["removed"] for t in late)
-    frozen = [t for t in episodes if t.extras["policy"] == "frozen"]
+    frozen = [t for t in episodes if t.plan.policy == "frozen"]
     assert all(t.steps[0].started_at < marks["added"] for t in frozen)
     league, _ = load_league(tmp_path / "run" / "league")
     assert set(league.members) == {"generalist", "taps"}
     assert league.counters["added"] == 4 and league.counters["removed"] == 2
     ck = trainer.ckpt.load_latest()
-    assert ck is not None and set(ck.state["league_learners"]) == {"generalist", "taps"}
+    assert ck is not None and set(ck.state["members"]) == {"generalist", "taps"}
 
 
 def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) -> None:
@@ -185,56 +218,76 @@ def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) ->
         "league.snapshot.threshold=0.0",
         "league.snapshot.window=2",
     )
-    assert "taps.pbt1" in trainer.league_learners.by_name
+    assert "taps.pbt1" in _learners(trainer)
     learners: list[dict] = []
-    trainer.on_iteration = lambda t: learners.append(
-        {n: pl.learner for n, pl in t.league_learners.by_name.items()}
-    )
+    trainer.observers.append(OnIteration(lambda t: learners.append(_learners(t))))
     trainer.run()
-    exploits = [h for h in trainer.league.history if h["event"] == "exploit"]
+    league = _league(trainer).league
+    exploits = [h for h in league.history if h["event"] == "exploit"]
     assert len(exploits) == 3  # one bottom member per iteration (quantile 0.25 of 2)
     for event, objects in zip(exploits, learners):
         target = event["target"]
         rebuilt = objects[target]
         # the rebuilt learner trains with the target's new hyperparameters, from a fresh
         # optimiser (the 'reset' choice), with the donor's critics
-        assert rebuilt.actor_opt.param_groups[0]["lr"] == pytest.approx(
-            event["hparams"]["actor_lr"]
-        )
-        assert rebuilt.actor_config.lr == pytest.approx(event["hparams"]["actor_lr"])
+        optimizer = rebuilt.regression.optimizer
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(event["hparams"]["actor_lr"])
+        assert rebuilt.regression.config.lr == pytest.approx(event["hparams"]["actor_lr"])
         assert rebuilt.config.top_p == pytest.approx(event["hparams"]["top_p"])
-        assert not rebuilt.actor_opt.state  # no Adam moments yet
-    snaps = [n for n, m in trainer.league.members.items() if m.snapshot]
-    assert snaps and all(not trainer.league[n].spec.trainable for n in snaps)
-    assert not set(snaps) & set(trainer.league_learners.by_name)
+        assert not optimizer.state  # no Adam moments yet
+        # the donor's critics: equal weights, copied (not shared) into the rebuilt learner
+        donor = objects[event["donor"]]
+        for key, module in rebuilt.modules().items():
+            theirs = donor.modules()[key]
+            assert module is not theirs
+    snaps = [n for n, m in league.members.items() if m.snapshot]
+    assert snaps and all(not league[n].spec.trainable for n in snaps)
+    assert not set(snaps) & set(_learners(trainer))
     # no mapping rule sends episodes to a snapshot: the collector holds no copy of one
-    assert trainer.actors is not None and not set(snaps) & set(trainer.actors.policies)
+    assert not set(snaps) & set(_acting(trainer))
 
 
-def test_a_named_policy_is_evaluated_from_a_league_run(tmp_path) -> None:
+def test_the_generalist_is_evaluated_and_a_saved_member_by_its_path(tmp_path) -> None:
     trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
-    trainer.run()
+    assert trainer.eval_name == "generalist"  # league.generalist
+    assert trainer.actor is _league(trainer).league["generalist"].policy
+    summary = trainer.run()
+    assert summary["league"]["evaluated"] == "generalist"
     taps = load_league(tmp_path / "run" / "league")[0]["taps"].policy
-    cfg = _config(
-        "mode=eval",
-        "tasks.eval=synthetic/tap",
-        "eval.n_tasks=1",
-        "eval.episodes_per_task=3",
-        "eval.policy=taps",
-        f"eval.league={tmp_path / 'run'}",
+    saved = tmp_path / "run" / "agents" / "taps"
+    cfg = load_config(
+        TrainConfig,
+        None,
+        [
+            "mode=eval",
+            "env.name=synthetic",
+            "env.worker=serial",
+            "logging.tensorboard=false",
+            "tasks.train=synthetic/tap",
+            "eval.n_tasks=1",
+            "eval.episodes_per_task=3",
+            f"agent.path={saved}",
+        ],
     )
-    evaluator = make_trainer(cfg, RunDir(tmp_path / "eval"))
-    assert type(evaluator) is Trainer and weights_hash(evaluator.actor) == weights_hash(taps)
+    evaluator = Trainer(cfg, RunDir(tmp_path / "eval"))
+    assert not any(isinstance(o, LeagueRun) for o in evaluator.observers)
+    assert weights_hash(evaluator.actor) == weights_hash(taps)
     assert evaluator.run()["eval"]["episodes"] == 3
-    bad = _config("mode=eval", "eval.policy=nobody", f"eval.league={tmp_path / 'run'}")
-    with pytest.raises(ConfigError, match="nobody"):
-        make_trainer(bad, RunDir(tmp_path / "never"))
+    bad = load_config(TrainConfig, None, ["mode=eval", f"agent.path={tmp_path / 'nobody'}"])
+    with pytest.raises(DataError, match="nobody"):
+        Trainer(bad, RunDir(tmp_path / "never"))
 
 
 def test_single_policy_configs_take_the_unchanged_path(tmp_path) -> None:
     cfg = load_config(TrainConfig, None, ["env.name=synthetic", "tasks.train=synthetic/tap"])
     assert cfg.policies == {}
-    assert type(make_trainer(cfg, RunDir(tmp_path / "r"))) is Trainer
+    trainer = Trainer(cfg, RunDir(tmp_path / "r"))
+    assert trainer.observers == [] and trainer.assignment is None
+    assert list(trainer.population.members) == [DEFAULT_POLICY]
+    assert (
+        trainer.eval_name == DEFAULT_POLICY
+        and trainer.actor is trainer.population[DEFAULT_POLICY].policy
+    )
     with pytest.raises(ConfigError, match="online"):
         load_config(TrainConfig, str(EXAMPLE), ["mode=offline", "offline_data=x"])
     with pytest.raises(ConfigError, match=r"league\.mapping\[0\]\.policy: unknown policy 'x'"):
@@ -294,7 +347,7 @@ def test_kill_9_mid_run_then_resume_with_league_state_intact(tmp_path) -> None:
     assert ck is not None and ck.iteration >= 3
     killed, killed_pbt = load_league(ck.path / "league")  # checks every weights hash
     assert killed.iteration == ck.iteration and killed_pbt is not None
-    assert set(ck.state["league_learners"]) == set(killed.trainable())
+    assert set(ck.state["members"]) == set(killed.trainable())
     frozen_hash = weights_hash(killed["frozen"].policy)
     episodes = dict(killed.success.episodes)
 

@@ -15,8 +15,9 @@ import torch
 from test_ddp import batch
 
 from devicerl.config import load_config
-from devicerl.league.state import League
-from devicerl.runtime.league.learning import LeagueLearners
+from devicerl.records import EpisodePlan
+from devicerl.runtime.league_run import member_config
+from devicerl.runtime.population import Population
 from devicerl.runtime.train_config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
@@ -25,37 +26,44 @@ POLICY = {
     "agent.small.d_model": 32,
     "agent.small.n_layers": 1,
     "digirl.top_p": 0.5,
-    "digirl.actor.lr": 3e-3,
-    "digirl.actor.updates": 3,
-    "digirl.actor.batch_size": 8,
-    "digirl.critic.lr": 3e-3,
-    "digirl.critic.batch_size": 8,
-    "digirl.critic.instruction_updates": 2,
-    "digirl.critic.step_updates": 2,
+    "actor.lr": 3e-3,
+    "actor.updates": 3,
+    "actor.batch_size": 8,
+    "critic.lr": 3e-3,
+    "critic.batch_size": 8,
+    "critic.instruction_updates": 2,
+    "critic.step_updates": 2,
 }
 
 
-def _learners(shards: int, names=("a", "b")) -> LeagueLearners:
+def _add(pop: Population, cfg: TrainConfig, name: str, spec) -> None:
+    """A league member as the league observer adds one: its own learner config and seed."""
+    pop.add(name, spec.agent.make(), member_config(cfg, name, spec), spec.agent.make)
+
+
+def _learners(shards: int, names=("a", "b")) -> tuple[Population, TrainConfig]:
     overrides = [f"policies.{n}.{k}={v}" for n in names for k, v in POLICY.items()]
-    overrides += [f"policies.{n}.agent.small.seed={i}" for i, n in enumerate(names)]
-    overrides += [f"league.learner_shards={shards}", "learner.cpus_per_worker=0.5"]
+    overrides += [f"policies.{n}.agent.seed={i}" for i, n in enumerate(names)]
+    overrides += [f"league.learner_shards={shards}"]
     cfg = load_config(TrainConfig, None, overrides)
-    league = League.build(cfg.policies, cfg.league, seed=0)
-    learners = LeagueLearners(cfg, league)
-    learners.sync_members()
-    return learners
+    pop = Population(cfg)
+    for name, spec in cfg.policies.items():
+        _add(pop, cfg, name, spec)
+    return pop, cfg
 
 
-def _feed(learners: LeagueLearners, data, names=("a", "b")) -> None:
+def _feed(pop: Population, data, names=("a", "b")) -> None:
     for name in names:
         for t in data:
-            assert learners.route(dataclasses.replace(t, extras={**t.extras, "policy": name}))
+            added, stale = pop.route(dataclasses.replace(t, plan=EpisodePlan(policy=name)))
+            assert added == [name] and not stale
 
 
-def _parameters(learners: LeagueLearners, name: str) -> dict[str, torch.Tensor]:
-    pl = learners.by_name[name]
-    out = {f"actor.{k}": v for k, v in pl.learner.actor.get_weights().items()}
-    for module, m in pl.learner.modules().items():
+def _parameters(pop: Population, name: str) -> dict[str, torch.Tensor]:
+    learner = pop[name].learner
+    assert learner is not None
+    out = {f"actor.{k}": v for k, v in learner.actor.get_weights().items()}
+    for module, m in learner.modules().items():
         out.update({f"{module}.{k}": v.detach().clone() for k, v in m.state_dict().items()})
     return out
 
@@ -67,7 +75,8 @@ def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> Non
     monkeypatch.setenv("RAY_raylet_start_wait_time_s", "180")  # a loaded machine starts slowly
     torch.set_num_threads(1)
     data = batch()
-    local = _learners(0)
+    local, _ = _learners(0)
+    assert local.shards is None
     before = {n: _parameters(local, n) for n in ("a", "b")}
     _feed(local, data)
     local.update()
@@ -87,7 +96,7 @@ def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> Non
         },
         log_to_driver=False,
     )
-    sharded = _learners(2)
+    sharded, cfg = _learners(2)
     try:
         _feed(sharded, data)
         metrics = sharded.update()
@@ -105,16 +114,13 @@ def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> Non
             assert got.keys() == expected[n].keys()
             worst = max((got[k] - expected[n][k]).abs().max().item() for k in got)
             assert worst < 1e-5, f"{n}: the shard's update differs from in-process by {worst:.2e}"
-            assert sharded.by_name[n].learner.actor.version == 1
+            assert sharded[n].policy.version == 1
 
         # remove b: its shard frees its slot; a new policy takes the least-loaded shard
         freed = shards.placed["b"]
-        sharded.league.remove("b")
-        sharded.sync_members()
+        sharded.remove("b")
         assert "b" not in shards.placed and ray.get(shards.workers[freed].names.remote()) == []
-        spec = dataclasses.replace(sharded.league["a"].spec)
-        sharded.league.add("c", spec, spec.agent.make())
-        sharded.sync_members()
+        _add(sharded, cfg, "c", dataclasses.replace(cfg.policies["a"]))
         _feed(sharded, data[:6], names=("c",))
         metrics = sharded.update()
         assert metrics["policy/c/train/learner_shard"] == float(freed)
@@ -134,27 +140,20 @@ def _league_run_on_shards(tmp_path: Path) -> None:
 
     trainer = _trainer(
         tmp_path, "run", *MAPPING, "max_iterations=2", "checkpoint_every=1",
-        "league.learner_shards=2", "learner.cpus_per_worker=0.5",
+        "league.learner_shards=2",
     )  # fmt: skip
     before = {
-        n: {k: v.clone() for k, v in pl.learner.modules()["step_critic"].state_dict().items()}
-        for n, pl in trainer.league_learners.by_name.items()
+        m.name: {k: v.clone() for k, v in m.learner.modules()["step_critic"].state_dict().items()}
+        for m in trainer.population.trainable()
     }
     trainer.run()
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     shards = {r[k] for r in rows for k in r if k.endswith("/train/learner_shard")}
     assert shards == {0.0, 1.0}  # generalist and taps, one on each shard
     ck = trainer.ckpt.load_latest()
-    assert (
-        ck is not None
-        and ck.iteration == 2
-        and set(ck.state["league_learners"])
-        == {
-            "generalist",
-            "taps",
-        }
-    )
+    assert ck is not None and ck.iteration == 2
+    assert set(ck.state["members"]) == {"generalist", "taps"}
     # the critics learn only on the shards: the checkpoint holds them trained (refreshed back)
-    for name, saved in ck.state["league_learners"].items():
-        got = ck.models[f"{saved['key']}.step_critic"]
+    for name in ck.state["members"]:
+        got = ck.models[f"{name}.step_critic"]
         assert any(not torch.equal(got[k], v) for k, v in before[name].items()), name

@@ -1,17 +1,12 @@
-"""Detours (steps that lead back to a screen the episode showed before) and the actor option
-that imitates episodes without them (`actor.drop_loops`), in both learners."""
+"""Detours (steps that lead back to a screen the episode showed before): how many steps of an
+episode they hold, and the evaluation's share of them."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 from harness.report import RunResult, summarise, table
 
 from devicerl.actions import Action
-from devicerl.agents.small import SmallAgent
-from devicerl.algos.base import ActorConfig
-from devicerl.algos.digirl import DigiRL, DigiRLConfig
-from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
 from devicerl.runtime.evaluate import EvalResult
 
@@ -42,58 +37,23 @@ def names(t: Trajectory) -> str:
     return "".join(s.observation.elements[0].text for s in t.steps)
 
 
-def test_without_loops_cuts_every_detour_and_leaves_a_path() -> None:
-    # A -> B -> A is a detour (cut from the first A), then C -> B -> C: the second one
+def test_loop_steps_count_every_detour() -> None:
+    # A -> B -> A is a detour (2 steps, from the first A), then C -> B -> C: 2 more
     t = episode("ABACBCD")
-    cut = t.without_loops()
-    assert names(cut) == "ACD" and cut.extras["loop_steps_dropped"] == 4
-    assert cut.success and cut.episode_id == t.episode_id and t.length == 7  # t unchanged
-    assert cut.steps[-1] is t.steps[-1]  # the step that ended the episode always stays
-    assert t.without_loops() is cut  # cached
+    assert t.loop_steps() == 4
+    assert t.length == 7 and names(t) == "ABACBCD"  # counted, never cut
     # a no-op (the same screen twice in a row) is the shortest loop
-    assert names(episode("AAB").without_loops()) == "AB"
-    # an episode without a repeated screen is returned as it is
-    plain = episode("ABC")
-    assert plain.without_loops() is plain and "loop_steps_dropped" not in plain.extras
-    # a rewarded step is never cut, nor anything before it
-    assert names(episode("ABAC", rewards={1: 0.5}).without_loops()) == "ABAC"
-    assert names(episode("ABACAD", rewards={1: 0.5}).without_loops()) == "ABAD"
+    assert episode("AAB").loop_steps() == 1
+    # an episode without a repeated screen has none
+    assert episode("ABC").loop_steps() == 0
+    # a rewarded step is never in a detour, nor anything before it
+    assert episode("ABAC", rewards={1: 0.5}).loop_steps() == 0
+    assert episode("ABACAD", rewards={1: 0.5}).loop_steps() == 2  # A -> C -> A after B
     # a different instruction is a different screen
     other = episode("AB")
     other.steps[1].observation = screen("A", "something else")
-    assert other.without_loops() is other
-
-
-def _p_submit(learner_cls, config, drop: bool, wins: list[Trajectory]) -> tuple[float, dict]:
-    torch.manual_seed(0)
-    agent = SmallAgent(d_model=32, seed=1, allowed_types=("DUAL_POINT",), swipes=False)
-    actor = ActorConfig(lr=3e-3, updates=60, batch_size=8, drop_loops=drop, loss_floor=False)
-    learner = learner_cls(agent, config(actor=actor), seed=0)
-    metrics = learner.update(wins)
-    closed = screen("A")
-    with torch.no_grad():
-        logp = agent.log_prob([closed], [SUBMIT], [None], floor=False)
-    return float(logp.exp()), metrics
-
-
-def _digirl(actor: ActorConfig) -> DigiRLConfig:
-    # the step filter off: every step of a success passes, as with a rehearsed success
-    return DigiRLConfig(actor=actor, step_filter=False, top_p=1.0, critic_warmup=0)
-
-
-def test_drop_loops_keeps_both_learners_from_imitating_a_detour() -> None:
-    # every success toggles the header open and closed (A -> B -> A) before it submits. From
-    # the closed page A with nothing done yet (the agent reads its earlier actions), the
-    # imitated action is the header: a greedy policy opens and closes the section forever
-    wins = [episode("ABA") for _ in range(8)]
-    for learner_cls, config in ((FilteredBC, lambda actor: FilteredBCConfig(actor=actor)),
-                                (DigiRL, _digirl)):  # fmt: skip
-        kept_detour, m_all = _p_submit(learner_cls, config, False, wins)
-        without, m_cut = _p_submit(learner_cls, config, True, wins)
-        assert "train/loop_steps_dropped_frac" not in m_all
-        assert m_cut["train/loop_steps_dropped_frac"] == 2 / 3
-        assert m_all["train/actor_samples"] == 24 and m_cut["train/actor_samples"] == 8
-        assert without > 0.9 and kept_detour < 0.1, (learner_cls.name, without, kept_detour)
+    assert other.loop_steps() == 0
+    assert Trajectory("t", "x").loop_steps() == 0
 
 
 def test_evaluation_counts_the_greedy_episodes_detours() -> None:

@@ -11,7 +11,7 @@ import miniwob_suite as ms  # benchmarks/ (see conftest.py)
 import pytest
 
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
-from devicerl.agents.config import SmallAgentConfig
+from devicerl.agents.config import SmallAgentConfig, SmallAgentOptions
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
 from devicerl.tasks import resolve
@@ -38,7 +38,7 @@ def test_out_of_reach_tasks_are_listed_with_the_reason() -> None:
     assert "outside the AitW action space" in everything["chase-circle"]
     # the benchmark's own agent (tuned setup + HEADS) reaches all but chase-circle
     overrides = [h.removeprefix("agent.small.") for h in ms.HEADS if h.startswith("agent.small.")]
-    heads = small_agent_kinds(load_config(SmallAgentConfig, None, overrides))
+    heads = small_agent_kinds(load_config(SmallAgentOptions, None, overrides).architecture())
     assert [t for t, why in ms.coverage(ms.TABLE3_TASKS, heads, OURS).items() if why] == [
         "chase-circle"
     ]

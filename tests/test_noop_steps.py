@@ -1,5 +1,5 @@
-"""No-op steps (the screen did not change, no reward, the episode went on) and the actor option
-that never imitates them."""
+"""No-op steps (the screen did not change, no reward, the episode went on) and the selection
+step that never imitates them (``skip_noops``)."""
 
 from collections.abc import Sequence
 
@@ -10,8 +10,8 @@ from devicerl.actions import VALID_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
-from devicerl.algos.base import ActorConfig
-from devicerl.algos.filtered_bc import FilteredBC, FilteredBCConfig
+from devicerl.algos.config import ActorConfig, FilteredBCConfig
+from devicerl.algos.filtered_bc import FilteredBC
 from devicerl.envs import make
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
 from devicerl.runtime.rollout import rollout
@@ -52,8 +52,10 @@ def test_a_step_is_a_noop_when_the_next_screen_is_the_same() -> None:
 def _p_type_first(skip: bool, wins: list[Trajectory]) -> tuple[float, dict[str, float]]:
     torch.manual_seed(0)
     agent = SmallAgent(d_model=32, seed=1, allowed_types=("DUAL_POINT", "TYPE"), swipes=False)
-    actor = ActorConfig(lr=3e-3, updates=40, batch_size=8, skip_noops=skip)
-    metrics = FilteredBC(agent, FilteredBCConfig(top_p=1.0, actor=actor), seed=0).update(wins)
+    actor = ActorConfig(lr=3e-3, updates=40, batch_size=8)
+    selection = ["top_p_by_return", "skip_noops"] if skip else ["top_p_by_return"]
+    config = FilteredBCConfig(selection=selection, top_p=1.0)  # type: ignore[arg-type]
+    metrics = FilteredBC(agent, config, actor, seed=0).update(wins)
     firsts = [t.steps[0].observation for t in wins]
     with torch.no_grad():
         p_type = agent.head_log_probs(agent.featurize(firsts)).type.exp()

@@ -28,10 +28,10 @@ ARGS = [
     "env_steps=1000000",
     "checkpoint_every=1",
     "eval.at_end=false",
-    "digirl.actor.updates=4",
-    "digirl.actor.batch_size=16",
-    "digirl.critic.step_updates=2",
-    "digirl.critic.instruction_updates=2",
+    "actor.updates=4",
+    "actor.batch_size=16",
+    "critic.step_updates=2",
+    "critic.instruction_updates=2",
 ]
 
 
@@ -52,7 +52,7 @@ def _check_checkpoints(root: Path) -> int:
     newest = 0
     for path in mgr.published():
         ck = mgr.load(path)  # raises DataError on any missing/truncated/corrupt file
-        assert {"actor", "instr_critic", "step_critic"} <= set(ck.models)
+        assert {"agent.actor", "agent.instr_critic", "agent.step_critic"} <= set(ck.models)
         newest = max(newest, ck.iteration)
     return newest
 

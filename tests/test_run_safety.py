@@ -35,10 +35,10 @@ FAST = [
     "trajectories_per_iter=4",
     "env_steps=1000000",
     "eval.at_end=false",
-    "digirl.actor.updates=2",
-    "digirl.actor.batch_size=8",
-    "digirl.critic.step_updates=1",
-    "digirl.critic.instruction_updates=1",
+    "actor.updates=2",
+    "actor.batch_size=8",
+    "critic.step_updates=1",
+    "critic.instruction_updates=1",
 ]
 
 
@@ -142,7 +142,7 @@ def test_overwrite_refuses_a_folder_that_is_not_a_run(tmp_path) -> None:
 
 
 def test_default_output_names_are_unique(tmp_path) -> None:
-    args = ["train", *FAST, "env.worker=serial", "max_iterations=1", "digirl.actor.updates=1"]
+    args = ["train", *FAST, "env.worker=serial", "max_iterations=1", "actor.updates=1"]
     for _ in range(2):
         proc = _cli(*args, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr

@@ -110,8 +110,7 @@ def judge_args(url: str) -> list[str]:
         f"judge.chat.base_url={url}",
         "judge.chat.model=m",
         f"judge.chat.api_key_env={VAR}",
-        "judge.chat.backoff_s=0.01",
-        "judge.workers=1",
+        "judge.chat.max_concurrency=1",
         "judge.vlm.cache_path=",
     ]
 

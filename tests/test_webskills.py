@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from dataclasses import replace
 from itertools import pairwise
 
 import pytest
@@ -66,7 +65,7 @@ def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses
     # the full-suite benchmark's agent: free points on its lattice, drags, page text, the
     # character decoder, Enter; pixels (the shapes carry no text)
     overrides = [f"agent.small.{k}=true" for k in ("point_actions", "page_text", "free_text")]
-    overrides += ["agent.small.features.pixels=true"]
+    overrides += ["agent.small.pixels=true"]
     overrides += ["agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]"]
     agent = load_config(TrainConfig, None, overrides).agent.make()
     kinds: set[str] = set()
@@ -93,7 +92,7 @@ def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses
 
 def test_a_drop_outside_the_box_fails_and_a_tap_drags_nothing(env):
     obs = env.reset("webskills-reach/drag-onto", seed=3)
-    x0, y0, x1, y1 = obs.extras["oracle_plan"][0]["drag"]
+    x0, y0, x1, y1 = env.oracle()[0]["drag"]
     result = env.step(Action.swipe(*obs.to_normalised(x0, y0), *obs.to_normalised(x0, y0 + 10)))
     assert result.terminated and not result.info["success"]  # dropped beside where it was
     obs = env.reset("webskills-reach/drag-onto", seed=3)
@@ -108,7 +107,7 @@ def test_a_swipe_that_starts_on_a_link_scrolls_its_list(env):
     # that drag-and-drop, these swipes scrolled the list by their first 10 px only
     for seed in (37, 51):
         obs = env.reset("webskills-reach/scroll-find", seed=seed)
-        x0, y0, _, _ = obs.extras["oracle_plan"][0]["drag"]
+        x0, y0, _, _ = env.oracle()[0]["drag"]
         start = obs.element_at(*obs.to_normalised(x0, y0))
         assert start is not None and start.attrs.get("tag") == "a"
         t = rollout(env, PlanOracle(), "webskills-reach/scroll-find", seed)
@@ -117,24 +116,27 @@ def test_a_swipe_that_starts_on_a_link_scrolls_its_list(env):
 
 def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
     obs = env.reset("webskills/fill-form", seed=5)
-    plan = obs.extras["oracle_plan"]
+    plan = env.oracle()
     assert plan[-1].get("tap") and any("type" in step for step in plan)
     button = next(e for e in obs.elements if e.attrs.get("id") == plan[-1]["tap"])
     result = env.step(Action.tap(*obs.to_normalised(*button.center)))  # submit an empty form
     assert result.terminated and not result.info["success"]
-    # the plan travels in the extras only, which the small agent does not read
+    # the plan is the device's (`DeviceEnv.oracle`), never part of what the agent observes
+    assert "oracle_plan" not in obs.extras
+    assert not any(isinstance(v, list) and v == plan for v in obs.extras.values())
     agent = SmallAgent(SmallAgentConfig())
-    bare = replace(obs, extras={k: v for k, v in obs.extras.items() if k != "oracle_plan"})
-    with_plan, without = agent.featurize([obs]), agent.featurize([bare])
+    again = env.reset("webskills/fill-form", seed=5)
+    assert env.oracle() == plan  # the same instance: the same plan
+    seen, seen_again = agent.featurize([obs]), agent.featurize([again])
     for name in ("instr_ids", "instr_feats", "elem_ids", "elem_feats", "elem_role"):
-        assert torch.equal(getattr(with_plan, name), getattr(without, name)), name
+        assert torch.equal(getattr(seen, name), getattr(seen_again, name)), name
 
 
 def test_a_described_form_quotes_no_value_and_shuffles_its_boxes(env):
     mismatched = 0
     for seed in range(6):
         obs = env.reset("webskills/fill-described", seed=seed)
-        plan = obs.extras["oracle_plan"]
+        plan = env.oracle()
         box_of = {b["type"]: a["tap"] for a, b in pairwise(plan) if "type" in b}
         assert 2 <= len(box_of) <= 4 and len(box_of) == sum(e.editable for e in obs.elements)
         for v in box_of:  # every value stands in the sentence, never between quotes
@@ -147,10 +149,11 @@ def test_a_described_form_quotes_no_value_and_shuffles_its_boxes(env):
 
 def test_equal_seeds_give_equal_pages(env):
     first = env.reset("webskills/tick-boxes", seed=11)
+    first_plan = env.oracle()
     again = env.reset("webskills/tick-boxes", seed=11)
+    assert first_plan and env.oracle() == first_plan
     other = env.reset("webskills/tick-boxes", seed=12)
     assert first.instruction == again.instruction
-    assert first.extras["oracle_plan"] == again.extras["oracle_plan"]
     assert [e.text for e in first.elements] == [e.text for e in again.elements]
     assert (first.instruction, [e.text for e in first.elements]) != (
         other.instruction,
@@ -184,7 +187,7 @@ def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, caps
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["successes"] == summary["episodes"] > 0
     assert cli(["train", "--config", cfg, "--out", str(pre), f"offline_data={demos}",
-                "offline_iterations=2", "filtered_bc.actor.updates=2", "eval.n_tasks=1",
+                "offline_iterations=2", "actor.updates=2", "eval.n_tasks=1",
                 "eval.episodes_per_task=1", *small]) == 0  # fmt: skip
     agent = SmallAgent.from_pretrained(pre / "agent")
     assert agent.version == 2

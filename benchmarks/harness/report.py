@@ -64,7 +64,8 @@ class RunResult:
     reused: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        """The stored fields (``reused`` says how this process got them, not what they are)."""
+        return {k: v for k, v in self.__dict__.items() if k != "reused"}
 
 
 def t_interval(values: Sequence[float]) -> tuple[float, float]:

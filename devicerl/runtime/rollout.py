@@ -34,11 +34,13 @@ def rollout(
         return traj.end(EndReason.TRUNCATED, cause=f"reset: {type(e).__name__}: {e}")
     traj.reset_time_s = time.perf_counter() - t0
     traj.seed, traj.instruction = env.seed, obs.instruction
+    # a demonstrator reads the episode's solution beside the observation, never in it
+    known = {"oracle": [env.oracle()]} if getattr(policy, "uses_oracle", False) else {}
     while True:
         started = time.time()
         t0 = time.perf_counter()
         seen = traj.agent_observation(len(traj.steps), obs) if policy.uses_history else obs
-        sample = policy.act([seen], greedy=greedy)[0]
+        sample = policy.act([seen], greedy=greedy, **known)[0]
         agent_time = time.perf_counter() - t0
         try:
             result = env.step(sample.action)

@@ -57,7 +57,7 @@ def load_league_config(name: str) -> TrainConfig:
 
 
 def build_league(cfg: TrainConfig) -> tuple[League, PBT | None]:
-    """The league as `LeagueTrainer` builds it (PBT population included)."""
+    """The league as the league run builds it (PBT population included)."""
     seed_everything(cfg.seed)
     league = League.build(cfg.policies, cfg.league, seed=cfg.seed)
     pbt = None

@@ -63,6 +63,9 @@ class PagedBrowserEnv(DeviceEnv):
         self._current = self._page_for(task)
         return self._current.reset(task, seed)
 
+    def oracle(self) -> Any:
+        return self._current.oracle() if self._current is not None else None
+
     def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         """The task's page does the step; this device applies the episode rules to it."""
         assert self._current is not None
