@@ -7,7 +7,8 @@ newest ``ablation-dev16-YYYY-MM-DD.json``, the full-suite row the newest
 ``miniwob-suite-YYYY-MM-DD.json`` (files with another suffix, e.g. ``-v1``,
 ``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record), and the
 pre-trained full-suite row the newest ``miniwob-suite-YYYY-MM-DD[-suffix].json`` whose run
-trained from a saved agent (``agent.init_from`` or ``agent.path`` in its command).
+trained from a saved agent (``agent.init_from`` or ``agent.path`` in its command); the
+unseen-tasks row reads the newest ``unseen-tasks-YYYY-MM-DD.json``.
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -30,6 +31,7 @@ _LEARNING_DEV16 = re.compile(r"^learning-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
 _SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
 _SUITE_ANY = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}(-[\w-]+)?\.json$")
+_UNSEEN = re.compile(r"^unseen-tasks-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATION = re.compile(r"^ablation-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATED = (  # (label, system) in the order of the row
     ("DigiRL", "digirl"),
@@ -195,6 +197,42 @@ def _suite_row(results: Path, name: str | None, pretrained: bool) -> str | None:
     return f"| {label} | {setting} | {cells} | `{name}` |"
 
 
+def _unseen_row(results: Path) -> str | None:
+    """Transfer to tasks never trained on (docs/benchmarks.md#unseen-tasks): RL on the
+    ``miniwob-train`` tasks, greedy success on test instances of the ``miniwob-unseen`` ones."""
+    name = _newest(results, _UNSEEN)
+    if name is None:
+        return None
+    data = json.loads((results / name).read_text())
+    rows = list(data["rows"].values())
+    learners = [r for r in rows if r["system"] not in ("random", "start")]
+    names = {"digirl": "DigiRL", "filtered_bc": "Filtered BC", "grpo": "GRPO", "gigpo": "GiGPO"}
+    by_system: dict[str, list[dict]] = {}
+    for r in learners:
+        by_system.setdefault(r["system"], []).append(r)
+    seeds = max((len(v) for v in by_system.values()), default=0)
+    steps = max((r["env_steps"] for r in learners), default=0)
+    start = "the reach pre-trained agent" if data["setup"] == "pretrained" else "scratch"
+    setting = (
+        f"small CPU agent online from {start} on the `miniwob-train` tasks in reach, "
+        f"{steps:,} env steps, {seeds} seed(s); greedy success on test instances of the 34 "
+        "`miniwob-unseen` tasks, never trained on (out of reach = 0); in brackets: on the "
+        "train tasks"
+    )
+
+    def cell(label: str, group: list[dict]) -> str:
+        unseen = sum(r["unseen"] for r in group) / len(group)
+        train = sum(r["train"] for r in group) / len(group)
+        return f"{label} {unseen:.3f} ({train:.3f})"
+
+    cells = [cell(names.get(s, s), g) for s, g in by_system.items()]
+    for system, label in (("start", "start (untrained)"), ("random", "random")):
+        if mine := [r for r in rows if r["system"] == system]:
+            cells.append(cell(label, mine))
+    link = "([docs/benchmarks.md](docs/benchmarks.md#unseen-tasks))"
+    return f"| Unseen MiniWoB++ tasks | {setting} | {', '.join(cells)} {link} | `{name}` |"
+
+
 def table(results: Path = RESULTS) -> str:
     """The Markdown table, from the result files alone."""
     pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
@@ -210,6 +248,7 @@ def table(results: Path = RESULTS) -> str:
                 _ablation_row(results),
                 _suite_row(results, _newest(results, _SUITE), pretrained=False),
                 _suite_row(results, _newest_pretrained_suite(results), pretrained=True),
+                _unseen_row(results),
                 _league_row(results),
             )
             if r

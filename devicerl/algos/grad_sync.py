@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
+import torch
 from torch import nn
 
 T = TypeVar("T")
@@ -22,3 +23,13 @@ class GradSync:
 
     def sync(self, params: Iterable[nn.Parameter]) -> None:
         """Make ``params``' gradients those of the whole minibatch."""
+
+    def step(
+        self, params: list[nn.Parameter], optimizer: torch.optim.Optimizer, clip: float | None
+    ) -> float | None:
+        """One optimiser step after the backward passes: the gradients synced, clipped to
+        ``clip`` (their norm before clipping is returned; None without a clip), applied."""
+        self.sync(params)
+        norm = float(nn.utils.clip_grad_norm_(params, clip)) if clip is not None else None
+        optimizer.step()
+        return norm

@@ -16,7 +16,6 @@ import random
 from collections.abc import Sequence
 
 import torch
-from torch import nn
 
 from devicerl.agents.base import Policy
 from devicerl.algos.config import ActorConfig, GRPOConfig
@@ -96,10 +95,8 @@ class ClippedSurrogate:
                     losses.append(loss.item())
                     (loss / cfg.grad_accum).backward()
                 params = list(self.actor.parameters())
-                self.grad_sync.sync(params)
-                if cfg.grad_clip is not None:
-                    norms.append(float(nn.utils.clip_grad_norm_(params, cfg.grad_clip)))
-                self.optimizer.step()
+                if (norm := self.grad_sync.step(params, self.optimizer, cfg.grad_clip)) is not None:
+                    norms.append(norm)
         finally:
             self.actor.eval()  # type: ignore[attr-defined]
         out = {
