@@ -211,13 +211,13 @@ def _unseen_row(results: Path) -> str | None:
     for r in learners:
         by_system.setdefault(r["system"], []).append(r)
     seeds = max((len(v) for v in by_system.values()), default=0)
-    steps = max((r["env_steps"] for r in learners), default=0)
+    steps = min((r["env_steps"] for r in learners), default=0)  # the budget; runs end past it
     start = "the reach pre-trained agent" if data["setup"] == "pretrained" else "scratch"
     setting = (
         f"small CPU agent online from {start} on the `miniwob-train` tasks in reach, "
-        f"{steps:,} env steps, {seeds} seed(s); greedy success on test instances of the 34 "
-        "`miniwob-unseen` tasks, never trained on (out of reach = 0); in brackets: on the "
-        "train tasks"
+        f"{steps:,} env steps, {seeds} seed{'s' if seeds > 1 else ''}; greedy success on test "
+        "instances of the 34 `miniwob-unseen` tasks, never trained on (out of reach = 0); in "
+        "brackets: on the train tasks"
     )
 
     def cell(label: str, group: list[dict]) -> str:
