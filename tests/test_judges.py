@@ -219,8 +219,10 @@ def test_rate_limit_holds_under_concurrent_judging(tmp_path) -> None:
             t.join()
         times = sorted(r.at for r in srv.requests)
         assert len(times) == 8
-        gaps = np.diff(times)  # 10 requests/s, burst 1 (jitter: see test_chat_client)
-        assert gaps.min() >= 0.03 and gaps.mean() >= 0.09, gaps
+        # 10 requests/s, burst 1: 8 requests span 0.7 s less the jitter (see test_chat_client);
+        # the span, not each gap: a loaded machine may delay one receipt and bunch two
+        span = times[-1] - times[0]
+        assert span >= 0.6, np.diff(times)
         judge.close()
 
 

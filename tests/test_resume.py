@@ -70,6 +70,7 @@ def _wait_for_new_checkpoint(root: Path, newest: int, proc: subprocess.Popen) ->
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # about 2 minutes on a quiet machine; a loaded one takes longer
 def test_kill9_and_resume(tmp_path) -> None:
     run = tmp_path / "run"
     rng = random.Random(7)
