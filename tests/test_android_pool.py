@@ -79,8 +79,13 @@ def _complete(n: int):
 @pytest.mark.parametrize("worker", ["serial", "subprocess"])
 def test_pool_episodes_on_two_devices(worker, tmp_path) -> None:
     devs = [device(s) for s in SERIALS]
+
+    def serials(out: list) -> set:
+        return {t.steps[0].observation.extras["serial"] for t in out if t.steps}
+
+    # a worker that starts first may finish several episodes before the other's first one
     with FakeAdbServer(devs) as srv, _pool(srv, tmp_path, worker) as pool:
-        out = _drive(pool, _complete(6))
+        out = _drive(pool, lambda o: _complete(6)(o) and serials(o) == set(SERIALS))
     assert all(not t.is_truncated for t in out)
     used = set()
     for t in out:
