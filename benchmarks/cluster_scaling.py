@@ -84,7 +84,7 @@ def ideal_rate(scale: float, devices: int) -> float:
     return devices * 5.5 / (5.5 * step + reset)
 
 
-def fleet_config(args: argparse.Namespace, ledger: Path) -> TrainConfig:
+def fleet_config(args: argparse.Namespace) -> TrainConfig:
     profile = json.dumps(latency_profile(args.scale))
     return load_config(
         TrainConfig,
@@ -99,9 +99,7 @@ def fleet_config(args: argparse.Namespace, ledger: Path) -> TrainConfig:
             "tasks.train=synthetic/steps",
             f"trajectories_per_iter={args.devices * NODES}",
             f"rollouts.groups={NODES}",
-            "rollouts.num_cpus=0.25",
-            f"rollouts.resources={{{GROUP_RESOURCE}: 1}}",
-            f"rollouts.ledger={ledger}",
+            f"rollouts.resources={{CPU: 0.25, {GROUP_RESOURCE}: 1}}",
         ],
     )
 
@@ -286,9 +284,10 @@ def main() -> int:
         "window_s": window,
         "profile": latency_profile(args.scale),
     }
-    cfg = fleet_config(args, ledger)
+    cfg = fleet_config(args)
     hosts, warm_up = barrier_hosts(ray, args)
-    fleet = RolloutFleet(cfg, max_ahead=10**9).start()  # never throttled: the learner keeps up
+    # never throttled: the learner keeps up
+    fleet = RolloutFleet(cfg, max_ahead=10**9, ledger=ledger).start()
     learner = Learner(fleet, cfg.trajectories_per_iter, args.learn_s / args.scale)
     try:
         while len(fleet.placement()) < NODES or None in fleet.placement().values():

@@ -77,9 +77,7 @@ def fit(base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float) -> D
     fresh = type(critics.step)(critics.step.config)
     critics.step.load_state_dict(fresh.state_dict())
     critics.step_opt = torch.optim.AdamW(critics.step.parameters(), lr=lr)
-    critics.config.instruction_updates = 0
-    critics.config.step_updates = updates
-    critics.fit(train)
+    critics.fit(train, instruction_updates=0, step_updates=updates)
     return learner
 
 

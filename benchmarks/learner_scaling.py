@@ -28,7 +28,7 @@ from devicerl.config import load_config
 from devicerl.runtime.train_config import TrainConfig
 
 CONFIG = ["digirl.top_p=0.5"]  # otherwise the default DigiRL config (batch 64, 20 actor updates)
-QUICK = ["actor.updates=4", "critic.instruction_updates=2", "critic.step_updates=2"]
+QUICK = ["actor.updates=4", "critic.updates=2"]
 
 
 def replay(n: int) -> list:
@@ -50,10 +50,7 @@ def replay(n: int) -> list:
 
 def samples_per_update(cfg: TrainConfig) -> int:
     a, c = cfg.actor, cfg.critic
-    return (
-        a.updates * a.grad_accum * a.batch_size
-        + (c.instruction_updates + c.step_updates) * c.batch_size
-    )
+    return a.updates * a.grad_accum * a.batch_size + 2 * c.updates * c.batch_size
 
 
 def _rank(rank: int, world: int, port: int, overrides: list[str], data, updates: int, out: str):

@@ -32,13 +32,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from devicerl.actions import Action
 from devicerl.config import config_source, load_config
 from devicerl.envs import make
 from devicerl.records import Trajectory
 from devicerl.runtime.collector import Collector
+from devicerl.runtime.learner_setup import set_torch_threads
 from devicerl.runtime.observers import TrainerObserver
 from devicerl.runtime.provenance import provenance
 from devicerl.runtime.run_dir import RunDir
@@ -49,7 +48,7 @@ from devicerl.tasks import TaskSampler, resolve
 SUITE = "miniwob-dev"
 SETUP = "miniwob-digirl-tuned"
 #: What ``--pixels`` changes: screenshots, and the agent's pixel features.
-PIXELS = ("env.kwargs.screenshot=true", "agent.small.pixels=true")
+PIXELS = ("env.kwargs.screenshot=true", "agent.small.inputs=[pixels]")
 
 
 def setup_config(args: argparse.Namespace, folder: Path | None = None) -> TrainConfig:
@@ -110,8 +109,7 @@ def raw(cfg: TrainConfig, seconds: float) -> dict[str, float]:
 # -- collection ----------------------------------------------------------------------------------
 def collect(cfg: TrainConfig, seconds: float) -> dict[str, float]:
     """The pool and the collector with the setup's agent, weights fixed."""
-    if cfg.torch_threads is not None:
-        torch.set_num_threads(cfg.torch_threads)
+    set_torch_threads()
     agent = cfg.agent.make()
     n_tasks = len(resolve(SUITE))
     sampler = TaskSampler(resolve(SUITE), seed=cfg.seed, seeds="train")

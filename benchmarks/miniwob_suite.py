@@ -71,10 +71,10 @@ PUBLISHED_RELATIVE = Path("../shared/data/miniwob/published_table3.csv")
 #: so that every kind of action the suite needs can be expressed. `swipes` stay off (tuned):
 #: a drag scrolls.
 HEADS: tuple[str, ...] = (
-    "agent.small.point_actions=true",  # taps at any point, drags from any point to any point
-    "agent.small.page_text=true",  # type spans of an element's text
-    "agent.small.free_text=true",  # the character decoder with copy (computed text)
-    "agent.small.pixels=true",  # per-element and per-cell CNN features
+    # points: taps at any point, drags from any point to any point; page_text: type spans of an
+    # element's text; free_text: the character decoder with copy (computed text)
+    "agent.small.heads=[points,page_text,free_text]",
+    "agent.small.inputs=[pixels]",  # per-element and per-cell CNN features
     "env.kwargs.screenshot=true",  # ... which read the screenshot
     "agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]",  # Enter (terminal)
 )
@@ -395,7 +395,7 @@ def _agent_kinds(cfg: Any) -> Any:
         from devicerl.agents.small import SmallAgent
 
         return SmallAgent.from_pretrained(cfg.agent.path).action_kinds
-    return small_agent_kinds(cfg.agent.small)
+    return small_agent_kinds(cfg.agent.small.architecture())
 
 
 def _config(args: argparse.Namespace, tasks: Sequence[str], budget: int, extra: Sequence[str]):

@@ -143,7 +143,7 @@ def digirl_iteration(agent: VLMAgent, screen: tuple[int, int]) -> dict[str, floa
     dev = agent.device
     data = trajectories(16, screen)
     actor = ActorConfig(lr=1e-5, updates=2, batch_size=8)
-    critic = CriticConfig(batch_size=16, step_updates=2, instruction_updates=2)
+    critic = CriticConfig(batch_size=16, updates=2)
     learner = DigiRL(agent, DigiRLConfig(top_p=1.0), actor, critic, seed=0)
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()

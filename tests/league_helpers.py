@@ -11,7 +11,7 @@ from devicerl.records import Observation
 
 def tiny_spec(tasks: str = "*", seed: int = 0, **kwargs) -> PolicySpec:
     """A policy spec with a small agent small enough to build in milliseconds."""
-    small = SmallAgentOptions(d_model=32, n_layers=1)
+    small = SmallAgentOptions(d_model=32)
     return PolicySpec(agent=AgentSpec(kind="small", seed=seed, small=small), tasks=tasks, **kwargs)
 
 

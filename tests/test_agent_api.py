@@ -9,7 +9,7 @@ from devicerl.actions import VALID_TYPES, Action, ActionType, format_autoui, par
 from devicerl.agents import require_trainable
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.prompt import ACTION_DOCS, action_space_doc, system_prompt
-from devicerl.clients import ChatConfig
+from devicerl.clients import ChatClient, ChatConfig
 from devicerl.clients.chat import ChatAuthError
 from devicerl.envs import make
 from devicerl.errors import ConfigError
@@ -17,9 +17,12 @@ from devicerl.records import Observation, Step, with_previous_actions
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
-def _agent(srv: ScriptedChatServer, temperature: float = 0.0, **chat) -> APIAgent:
+def _agent(
+    srv: ScriptedChatServer, temperature: float = 0.0, max_retries: int | None = None, **chat
+) -> APIAgent:
     cfg = ChatConfig(base_url=srv.base_url, model="vlm", **chat)
-    return APIAgent(APIAgentConfig(chat=cfg, temperature=temperature))
+    client = ChatClient(cfg, temperature=temperature, max_retries=max_retries)
+    return APIAgent(APIAgentConfig(chat=cfg), client, temperature=temperature)
 
 
 def _obs(n: int = 1) -> list[Observation]:
@@ -59,6 +62,16 @@ def test_acts_from_replies_and_sends_screenshot_prompt_and_key(monkeypatch) -> N
         assert obs.instruction in text["text"] and repr(target.text) in text["text"]
         assert "PRESS_BACK" in text["text"]  # previous actions
         assert image["image_url"]["url"].startswith("data:image/png;base64,")
+        blind = make("synthetic/tap", n_boxes=3, render=False).reset(seed=0)  # no screenshot
+        assert blind.screenshot is None
+        agent.act([blind])
+        assert [p["type"] for p in srv.requests[-1].body["messages"][1]["content"]] == ["text"]
+        bare = APIAgent(agent.config, agent.client, history=0, include_elements=False)
+        text = bare.messages(obs)[1]["content"][0]["text"]
+        assert "Previous actions: none" in text and "UI elements" not in text
+        assert not bare.uses_history and agent.uses_history
+    with pytest.raises(ConfigError, match="history"):
+        APIAgent(agent.config, agent.client, history=-1)
     env = make("synthetic/tap", n_boxes=3)
     env.reset(seed=0)
     assert env.step(sample.action).info["success"]

@@ -172,6 +172,29 @@ def test_lora_trains_only_adapters_and_fusion(tiny, tmp_path) -> None:
     assert not torch.allclose(plain.log_prob(obs, acts), loaded.log_prob(obs, acts), atol=1e-3)
 
 
+def test_a_runs_lora_goes_on_top_of_the_saved_or_default_config(tiny, tmp_path) -> None:
+    from devicerl.agents.config import AutoUIOptions
+    from devicerl.agents.factory import AgentSpec
+    from devicerl.config import load_config
+
+    _agent(tiny, history=2).save(tmp_path / "saved")
+    lora = ["autoui.lora.r=4", "autoui.lora.target_modules=[q, v]"]
+    spec = load_config(AgentSpec, None, ["kind=autoui", f"path={tmp_path / 'saved'}", *lora])
+    assert spec.autoui == AutoUIOptions(lora=LoRASettings(r=4, target_modules=("q", "v")))
+    agent = spec.make()
+    assert agent.config.max_new_tokens == 48 and agent.config.history == 2  # the saved ones
+    assert agent.config.lora == spec.autoui.lora
+    names = list(agent.named_trainable())
+    assert names and all("lora_" in n or n.startswith("fusion.") for n in names)
+    kept = AgentSpec(kind="autoui", path=str(tmp_path / "saved")).make()
+    assert kept.config == _agent(tiny, history=2).config  # no options: the saved config
+    tuned = AgentSpec(kind="autoui", path=str(tmp_path / "saved"), history=0, temperature=0.5)
+    agent = tuned.make()  # the agent-wide settings go on top of the saved ones
+    assert (agent.config.history, agent.temperature, agent.config.max_new_tokens) == (0, 0.5, 48)
+    bare = AgentSpec(kind="autoui", path=str(tiny[0]), vision_dir=str(tiny[1]), autoui=spec.autoui)
+    assert bare.make().config == AutoUIConfig(lora=spec.autoui.lora)  # defaults + the adapters
+
+
 def test_precomputed_image_features_and_missing_screenshots(tiny) -> None:
     agent = _agent(tiny, max_new_tokens=8)
     obs = _obs("tap", 2)

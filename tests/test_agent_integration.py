@@ -11,7 +11,7 @@ from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
 from devicerl.agents.small import SmallAgent
-from devicerl.clients import ChatConfig
+from devicerl.clients import ChatClient, ChatConfig
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.envs import make
 from devicerl.runtime.rollout import rollout
@@ -74,8 +74,9 @@ def test_api_agent_episodes_keep_invalid_steps(tmp_path) -> None:
     with ScriptedChatServer(lambda body: Reply(format_autoui(Action.back()))) as srv:
         for _ in range(3):
             srv.push(*replies)
-        cfg = ChatConfig(base_url=srv.base_url, model="m", max_retries=0)
-        trajectories = _episodes(APIAgent(APIAgentConfig(chat=cfg)), tmp_path)
+        cfg = ChatConfig(base_url=srv.base_url, model="m")
+        agent = APIAgent(APIAgentConfig(chat=cfg), ChatClient(cfg, max_retries=0))
+        trajectories = _episodes(agent, tmp_path)
     for t in trajectories:
         first, second, last = t.steps
         assert first.action.is_invalid and "unreadable reply body" in first.action.reason

@@ -327,12 +327,12 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
 
     # the run options (``agent.small``) of a saved agent, and of one grown from it: the same
     # encoder, plus every reach head and pixels
-    options = SmallAgentOptions(d_model=48, n_layers=1)
+    options = SmallAgentOptions(d_model=48)
     base = SmallAgent(options.architecture(seed=1))
     base.version = 7
     base.save(tmp_path / "base")
     reach = dataclasses.replace(
-        options, point_actions=True, page_text=True, free_text=True, pixels=True
+        options, heads=("swipes", "points", "page_text", "free_text"), inputs=("pixels",)
     )
     spec = AgentSpec(kind="small", seed=2, small=reach, init_from=str(tmp_path / "base"))
     grown = spec.make()

@@ -15,11 +15,10 @@ from devicerl.actions import Action
 from devicerl.agents.factory import make_agent
 from devicerl.agents.prompt import ACTION_DOCS
 from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.vlm_config import VLMConfig, VLMOptions
 from devicerl.agents.vlm_prompt import (
     format_action,
     parse_action,
-    parse_json,
     system_text,
     template_keeps_system,
     user_text,
@@ -83,16 +82,12 @@ def _with_template(processor, template: str):
 
 
 # -- action texts and prompt ----------------------------------------------------------------------
-@pytest.mark.parametrize("fmt", ["json", "autoui"])
-def test_every_documented_action_round_trips_through_its_text(fmt) -> None:
+def test_every_documented_action_round_trips_through_its_text() -> None:
     for doc in ACTION_DOCS:
         for action in doc.examples:
-            assert parse_action(format_action(action, fmt), fmt) == action
-    assert format_action(Action.tap(0.25, 0.5), "json") == (
-        '{"type": "DUAL_POINT", "touch": [0.25, 0.5]}'
-    )
-    assert format_action(Action.tap(0.12345, 0.5), "json").endswith("[0.123, 0.5]}")
-    assert "[0.500, 0.250]" in format_action(Action.tap(0.25, 0.5), "autoui")  # [y, x]
+            assert parse_action(format_action(action)) == action
+    assert format_action(Action.tap(0.25, 0.5)) == '{"type": "DUAL_POINT", "touch": [0.25, 0.5]}'
+    assert format_action(Action.tap(0.12345, 0.5)).endswith("[0.123, 0.5]}")
 
 
 def test_unreadable_text_becomes_an_invalid_action_never_an_exception() -> None:
@@ -100,10 +95,12 @@ def test_unreadable_text_becomes_an_invalid_action_never_an_exception() -> None:
             '{"type": "DUAL_POINT", "touch": [2, 0.5]}', '{"type": "INVALID", "raw": "x"}',
             "{" * 5000, '{"type": "TYPE", "text": 5}']  # fmt: skip
     for text in junk:
-        action = parse_json(text)
+        action = parse_action(text)
         assert action.is_invalid and action.raw == text and action.reason, text
-    assert parse_json('I tap: {"type": "PRESS_BACK"} done') == Action.back()
-    assert parse_json('{"a": {"b": 1}} {"type": "PRESS_HOME"}').is_invalid  # first object
+    assert parse_action('I tap: {"type": "PRESS_BACK"} done') == Action.back()
+    assert parse_action('{"a": {"b": 1}} {"type": "PRESS_HOME"}').is_invalid  # first object
+    # AutoUI's text is not this agent's format
+    assert parse_action('Action Plan: [] ; Action Decision: "action_type": "PRESS_BACK"').is_invalid
 
 
 def test_prompt_has_screenshot_instruction_and_previous_actions(models) -> None:
@@ -118,7 +115,7 @@ def test_prompt_has_screenshot_instruction_and_previous_actions(models) -> None:
     assert "box" in user_text(obs, include_elements=True) and "UI elements:" in user_text(
         obs, include_elements=True
     )
-    assert "[y, x]" in system_text("autoui") and "[x, y]" in system_text("json")
+    assert "[x, y]" in system_text() and "[y, x]" not in system_text()
     prompt = agent.processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
     assert prompt.count("<|image_pad|>") == 1 and prompt.endswith("<|im_start|>assistant\n")
     own = VLMAgent(agent.module, agent.processor, agent.config, system_prompt="Tap things.")
@@ -258,7 +255,7 @@ def test_canonical_text_of_actions_without_recorded_text(models) -> None:
     obs = observations(2, history=False)
     acts = [Action.tap(0.5, 0.25), Action.type_text('say "hi", <|im_end|> then go')]
     lp = agent.log_prob(obs, acts)
-    texts = [format_action(a, "json") for a in acts]
+    texts = [format_action(a) for a in acts]
     assert torch.allclose(lp, agent.log_prob(obs, acts, texts))
     assert agent.target_ids(texts[1]).count(agent.eos_ids[0]) == 1  # special text spelled out
     assert lp.requires_grad and torch.isfinite(lp).all()
@@ -272,7 +269,7 @@ def test_loading_errors_and_the_factory(models, tmp_path) -> None:
         VLMAgent.from_pretrained(t5)
     with pytest.raises(ConfigError, match="temperature"):
         VLMConfig(temperature=0)
-    spec = dict(path=str(models["qwen3_vl"]), vlm=VLMConfig(max_new_tokens=4), seed=7)
+    spec = dict(path=str(models["qwen3_vl"]), vlm=VLMOptions(max_new_tokens=4), seed=7)
     agent = make_agent("vlm", **spec)
     assert isinstance(agent, VLMAgent) and agent.trainable and agent.uses_history
     assert agent.seed == 7  # the run's agent.seed
@@ -281,3 +278,14 @@ def test_loading_errors_and_the_factory(models, tmp_path) -> None:
     assert len(agent.act([Observation("Tap OK", (10, 10))])) == 1  # no screenshot: text only
     with pytest.raises(ConfigError, match="needs a model directory"):
         make_agent("vlm")
+    # the agent-wide settings go on top; null keeps the saved agent's (or the defaults)
+    assert (agent.config.history, agent.config.include_elements, agent.temperature) == (
+        4, False, 1.0
+    )  # fmt: skip
+    tuned = make_agent("vlm", **spec, history=1, include_elements=True, temperature=0.7)
+    assert (tuned.config.history, tuned.config.include_elements) == (1, True)
+    assert tuned.temperature == tuned.config.temperature == 0.7 and tuned.config.max_new_tokens == 4
+    tuned.save(tmp_path / "saved")
+    kept = make_agent("vlm", path=str(tmp_path / "saved"), vlm=VLMOptions(max_new_tokens=8))
+    assert (kept.config.history, kept.config.include_elements, kept.temperature) == (1, True, 0.7)
+    assert kept.config.max_new_tokens == 8  # the run's options replace the saved ones

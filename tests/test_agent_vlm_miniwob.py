@@ -66,7 +66,7 @@ def test_tiny_vlm_trains_on_miniwob_is_killed_and_resumes(tmp_path) -> None:
         "trajectories_per_iter=4", f"max_iterations={ITERATIONS}", "env_steps=100000",
         "checkpoint_every=1", "eval.at_end=false", "logging.tensorboard=false",
         "actor.batch_size=4", "actor.grad_accum=1", "actor.updates=2",
-        "critic.step_updates=1", "critic.instruction_updates=1",
+        "critic.updates=1",
     ]  # fmt: skip
     proc = _train(args, tag)
     deadline = time.monotonic() + 120
@@ -99,6 +99,6 @@ def test_tiny_vlm_trains_on_miniwob_is_killed_and_resumes(tmp_path) -> None:
     assert len(stored) >= ITERATIONS * 4 and steps
     assert all(s.observation.screenshot is not None for s in steps)
     assert all(isinstance(s.text, str) and s.log_prob is not None for s in steps)
-    assert all(parse_action(s.text, "json") == s.action for s in steps)  # the record keeps it
+    assert all(parse_action(s.text) == s.action for s in steps)  # the record keeps it
     versions = {s.policy_version for s in steps}
     assert max(versions) >= killed_at + 1 and min(versions) == 0

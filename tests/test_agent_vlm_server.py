@@ -16,10 +16,11 @@ import devicerl.pool.pool as pool_mod
 import devicerl.runtime.collector as collector_mod
 from devicerl.actions import Action
 from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, VLMServerConfig
-from devicerl.clients import ChatConfig
-from devicerl.clients.chat import ChatAuthError
+from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved
+from devicerl.clients.chat import ChatAuthError, ChatConfig
+from devicerl.config import load_config
 from devicerl.envs import EnvSpec
+from devicerl.errors import ConfigError
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.vlm_server import VLMTestServer
 from devicerl.testing.vlm_tiny import build_tiny_vlm
@@ -51,10 +52,37 @@ def server(model_dir, tmp_path, monkeypatch):
 
 
 def _config(server, tmp_path, sync: str = "lora", **kw) -> VLMConfig:
-    chat = ChatConfig(base_url=server.base_url, model="base", api_key_env=KEY_ENV, max_retries=0)
-    remote = VLMServerConfig(chat=chat, sync=sync, weights_dir=str(tmp_path / "weights"))
+    remote = VLMServerConfig(
+        base_url=server.base_url,
+        model="base",
+        api_key_env=KEY_ENV,
+        sync=sync,
+        weights_dir=str(tmp_path / "weights"),
+    )
     lora = VLMLoRA(r=8, alpha=16, target_modules=TARGETS) if sync == "lora" else None
     return VLMConfig(max_new_tokens=16, temperature=0.8, lora=lora, server=remote, **kw)
+
+
+def test_server_options_are_the_endpoint_and_the_sync() -> None:
+    """The server block holds the endpoint's address, model and key variable; the chat client
+    it builds takes the rest at its defaults. An agent saved with the older nested ``chat``
+    block loads with those three moved up; setting the nested block now is refused."""
+    cfg = load_config(VLMConfig, None, ["server.model=base", "server.base_url=http://h:8000/v1"])
+    assert cfg.server is not None and cfg.server.chat == ChatConfig("http://h:8000/v1", "base")
+    with pytest.raises(ConfigError, match=r"vlm\.server\.model: name the served base model"):
+        dataclasses.replace(cfg, server=dataclasses.replace(cfg.server, model="")).validate()
+    with pytest.raises(ConfigError, match=r"unknown config key 'server\.chat'"):
+        load_config(VLMConfig, None, ["server.chat.model=base"])
+    older = {
+        "chat": {"base_url": "http://h:8000/v1", "model": "base", "api_key_env": "K",
+                 "timeout_s": 30.0, "max_retries": 0, "max_concurrency": 2,
+                 "requests_per_minute": None},
+        "sync": "none", "weights_dir": None,
+    }  # fmt: skip
+    server = config_from_saved({"server": older}).server
+    assert server == VLMServerConfig("http://h:8000/v1", "base", "K", sync="none")
+    with pytest.raises(ConfigError, match=r"vlm\.server\.colour"):
+        config_from_saved({"server": {**older, "colour": "red"}})
 
 
 def _imitate(agent: VLMAgent, action: Action, steps: int = 30) -> None:

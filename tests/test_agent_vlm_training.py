@@ -29,7 +29,7 @@ from devicerl.tasks import Task
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
 ACTOR = ActorConfig(lr=3e-3, updates=2, batch_size=5, grad_accum=2)
-CRITIC = CriticConfig(lr=3e-3, batch_size=7, instruction_updates=1, step_updates=1)
+CRITIC = CriticConfig(lr=3e-3, batch_size=7, updates=1)
 TAP = Task("synthetic/tap", max_steps=2, env="synthetic")
 
 
@@ -76,18 +76,17 @@ def test_lora_adapts_the_language_model_only_and_the_gradient_reaches_it(models,
     frozen = [p for n, p in agent.module.named_parameters() if ".lora_" not in n]
     assert all(not p.requires_grad and p.grad is None for p in frozen)
     both = VLMLoRA(r=4, target_modules=("q_proj", "v_proj", "qkv"))  # Qwen's vision: qkv
-    vision = _agent(models[family], lora=both, train_vision=True)
-    assert any(is_vision_module(n) for n in vision.named_trainable())
+    vision = _agent(models[family], lora=both)
+    assert not any(is_vision_module(n) for n in vision.named_trainable())  # never adapted
 
 
-def test_full_fine_tuning_keeps_the_vision_tower_frozen_unless_asked(models) -> None:
+def test_full_fine_tuning_keeps_the_vision_tower_frozen(models) -> None:
     agent = _agent(models["qwen2_5_vl"])
     trainable = agent.named_trainable()
     assert trainable and not any(is_vision_module(n) for n in trainable)
     assert any("embed_tokens" in n for n in trainable) and agent.dtype == torch.float32
-    everything = _agent(models["qwen2_5_vl"], train_vision=True)
-    assert any(is_vision_module(n) for n in everything.named_trainable())
-    assert len(everything.get_weights()) > len(agent.get_weights())
+    vision = [p for n, p in agent.module.named_parameters() if is_vision_module(n)]
+    assert vision and not any(p.requires_grad for p in vision)
 
 
 @pytest.mark.parametrize("lora", [VLMLoRA(r=4), None], ids=["lora", "full"])
@@ -118,7 +117,7 @@ def test_save_load_round_trip(models, tmp_path, lora) -> None:
         assert all(".lora_" in n for n in agent.get_weights())
 
 
-def test_saved_instructions_and_older_saved_configs_load(models, tmp_path) -> None:
+def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplog) -> None:
     """An agent keeps its own instructions; a config saved when the agent had more options
     (fixed in code or chosen at load time now) still loads; an unknown key is refused."""
     agent = VLMAgent.from_pretrained(
@@ -133,13 +132,14 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path) -> No
     meta = json.loads(meta_file.read_text())
     del meta["system_prompt"]  # older agents kept it in their config, with the other options
     old = {"max_elements": 30, "precision": 3, "system_prompt": "Old words.", "seed": 5,
-           "system_role": False, "attn_implementation": "eager"}  # fmt: skip
+           "system_role": False, "attn_implementation": "eager", "output_format": "json",
+           "train_vision": False}  # fmt: skip
     meta["config"].update(old)
     meta["config"]["lora"]["dropout"] = 0.05
     meta["lora"]["dropout"] = 0.05
     meta["config"]["server"] = {
         "chat": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_tokens": 64,
-                 "temperature": 0.0},
+                 "temperature": 0.0, "timeout_s": 60.0, "max_retries": 4},
         "sync": "none", "weights_dir": None, "adapter_prefix": "x", "keep_adapters": 3,
         "checkpoint_endpoint": "/reload", "token_ids": False,
     }  # fmt: skip
@@ -147,12 +147,20 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path) -> No
     older = VLMAgent.from_pretrained(tmp_path / "saved")
     assert older.system == "Old words." and older.config.history == 2
     assert older.config.lora == VLMLoRA(r=4) and older.config.server is not None
-    assert older.config.server.chat.model == "m" and older.config.server.sync == "none"
+    server = older.config.server
+    assert (server.base_url, server.model, server.sync) == ("http://127.0.0.1:9/v1", "m", "none")
     obs, acts = observations(2), [Action.back(), Action.home()]
     with torch.no_grad():  # the same adapters
         again = dataclasses.replace(older.config, server=None)
         same = VLMAgent.from_pretrained(tmp_path / "saved", again, system_prompt="Tap it.")
         assert torch.allclose(same.log_prob(obs, acts), loaded.log_prob(obs, acts), atol=1e-5)
+
+    # an option whose saved value differs from the code's is named in a warning
+    meta["config"]["output_format"] = "autoui"
+    meta_file.write_text(json.dumps(meta))
+    with caplog.at_level("WARNING", logger="devicerl.agents.vlm_config"):
+        assert VLMAgent.from_pretrained(tmp_path / "saved").config == older.config
+    assert "vlm.output_format='autoui'" in caplog.text and "'json' is used" in caplog.text
 
     meta["config"]["colour"] = "red"
     meta_file.write_text(json.dumps(meta))

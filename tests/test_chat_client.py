@@ -11,9 +11,9 @@ from devicerl.errors import ConfigError
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 
-def _client(srv: ScriptedChatServer, **kw) -> ChatClient:
+def _client(srv: ScriptedChatServer, max_retries: int | None = None, **kw) -> ChatClient:
     cfg = ChatConfig(base_url=srv.base_url, model="m", **kw)
-    return ChatClient(cfg)
+    return ChatClient(cfg, max_retries=max_retries)
 
 
 def test_reply_and_request_shape(monkeypatch) -> None:
@@ -96,3 +96,9 @@ def test_rate_limit_and_concurrency_cap() -> None:
 def test_config_validation() -> None:
     with pytest.raises(ConfigError, match="base_url"):
         load_config(ChatConfig, None, ["base_url=ftp://x"])
+    # the retry count is the client's keyword (default 4), not an option of the config
+    with pytest.raises(ConfigError, match="unknown config key 'max_retries'"):
+        load_config(ChatConfig, None, ["max_retries=2"])
+    assert ChatClient(ChatConfig()).max_retries == 4
+    with pytest.raises(ConfigError, match="max_retries"):
+        ChatClient(ChatConfig(), max_retries=-1)

@@ -41,9 +41,7 @@ def _config(tmp_path: Path, groups: int, env_steps: int, *extra: str) -> TrainCo
             f"env_steps={env_steps}",
             "eval.at_end=false",
             f"rollouts.groups={groups}",
-            "rollouts.num_cpus=0.25",
-            "rollouts.resources={devicerl_group: 1}",
-            f"rollouts.ledger={tmp_path / 'ledger.tsv'}",
+            "rollouts.resources={CPU: 0.25, devicerl_group: 1}",
             *extra,
         ],
     )
@@ -110,7 +108,7 @@ def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path)
     from devicerl.runtime.trainer import Trainer
 
     a = _add(cluster, "node_a")
-    ledger = tmp_path / "ledger.tsv"
+    ledger = tmp_path / "run" / "rollouts-ledger.tsv"
     # a budget the run cannot reach while the test runs: however long Ray takes to declare
     # node b dead on a loaded machine, the run is still going; the test stops it at the end
     cfg = _config(tmp_path, 2, 1_000_000, f"cluster.address={cluster.address}")
@@ -176,7 +174,7 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
         return Reply(verdict_text(True))
 
     a = _add(cluster, "node_a")
-    ledger = tmp_path / "ledger.tsv"
+    ledger = tmp_path / "run" / "rollouts-ledger.tsv"
     with ScriptedChatServer(respond) as srv:
         cfg = _config(
             tmp_path,
@@ -187,7 +185,6 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
             "judge.kind=vlm",
             "judge.chat.model=judge-model",
             f"judge.chat.base_url={srv.base_url}",
-            "judge.chat.max_retries=0",
             "judge.vlm.cache_path=",  # every verdict from the server (a cache would answer)
         )
         trainer = Trainer(cfg, RunDir(tmp_path / "run"))

@@ -195,7 +195,7 @@ def test_setups_come_from_the_config_files() -> None:
     assert tuned.digirl.selection == ["curriculum", "rehearsal", "step_filter", "skip_noops"]
     assert tuned.digirl.rehearsal.per_task == 2
     assert paper.actor.entropy is None and tuned.actor.entropy.coef > 0
-    assert paper.agent.small.allowed_types is None and paper.agent.small.swipes
+    assert paper.agent.small.allowed_types is None and paper.agent.small.heads == ("swipes",)
     assert paper.agent.small.epsilon == 0.0
     random = run_config("random_clickable", 0, setup="paper")
     assert random.mode == "eval" and random.agent.kind == "uniform_clickable"

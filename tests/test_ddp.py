@@ -37,7 +37,7 @@ from devicerl.runtime.rollout import rollout
 ACTOR = ActorConfig(
     lr=3e-3, updates=3, batch_size=15, grad_accum=2, entropy=EntropyConfig(coef=0.01)
 )
-CRITIC = CriticConfig(lr=3e-3, batch_size=9, instruction_updates=2, step_updates=2)
+CRITIC = CriticConfig(lr=3e-3, batch_size=9, updates=2)
 
 
 def batch() -> list[Trajectory]:

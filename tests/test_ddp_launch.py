@@ -35,8 +35,7 @@ ARGS = [
     "actor.updates=2",
     "actor.batch_size=8",
     "critic.batch_size=8",
-    "critic.step_updates=2",
-    "critic.instruction_updates=2",
+    "critic.updates=2",
 ]
 
 

@@ -26,8 +26,7 @@ CONFIG = [
     "actor.grad_accum=2",
     "critic.lr=3e-3",
     "critic.batch_size=9",
-    "critic.instruction_updates=2",
-    "critic.step_updates=2",
+    "critic.updates=2",
     "learner.num_workers=2",
 ]
 

@@ -94,7 +94,7 @@ def test_grpo_and_gigpo_selection_by_hand() -> None:
     )
     assert len(out.samples) == 6 and out.stats["train/groups"] == 1
     gigpo = GiGPO(
-        _agent(), GRPOConfig(group_size=3, normalise=False), GiGPOConfig(1.0, 0.5), ActorConfig()
+        _agent(), GRPOConfig(group_size=3, normalise=False), GiGPOConfig(gamma=0.5), ActorConfig()
     )
     out = run_steps(gigpo.selection, _group())
     adv = {(s.trajectory.steps[0].observation.elements[0].text, s.index, i // 2): s.advantage

@@ -180,3 +180,13 @@ def test_outputs_the_system_refuses_are_one_line_before_any_work(
     r = cli(capsys, *[a.replace("{d}", str(tmp_path)) for a in argv])
     assert line.format(d=tmp_path) in r.one_line()
     assert snapshot(tmp_path) == before
+
+
+def test_resume_names_a_saved_option_this_version_does_not_know(run, capsys) -> None:
+    config = run / "config.yaml"
+    config.write_text(config.read_text() + "tuning_switch: 1\n")
+    before = snapshot(run)
+    r = cli(capsys, "train", "--resume", run, "max_iterations=2")
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1
+    assert "unknown config key 'tuning_switch'" in r.err and "delete that line" in r.err
+    assert snapshot(run) == before

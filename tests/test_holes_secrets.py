@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from _holes import SYN, cli, episodes
 
+from devicerl.clients.chat import ChatClient
 from devicerl.runtime.run_dir import RunDir
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
@@ -58,6 +59,7 @@ def leaks(folder: Path) -> list[str]:
 @pytest.fixture()
 def server(monkeypatch):
     monkeypatch.setenv(KEY_VAR, KEY)
+    monkeypatch.setattr(ChatClient, "max_retries", 0)  # an echoed error ends the request at once
     with echoing() as srv:
         yield srv
 
@@ -67,7 +69,6 @@ def chat(prefix: str, url: str) -> list[str]:
         f"{prefix}.model=m",
         f"{prefix}.base_url={url}",
         f"{prefix}.api_key_env={KEY_VAR}",
-        f"{prefix}.max_retries=0",  # an echoed error ends the request at once
     ]
 
 

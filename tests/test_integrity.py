@@ -36,8 +36,7 @@ FAST = [
     "eval.at_end=false",
     "actor.updates=2",
     "actor.batch_size=8",
-    "critic.step_updates=1",
-    "critic.instruction_updates=1",
+    "critic.updates=1",
 ]
 
 

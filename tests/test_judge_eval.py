@@ -79,7 +79,7 @@ def test_evaluate_judge_confusion_matrix(tmp_path) -> None:
 def test_judge_eval_cli_against_a_local_server(tmp_path) -> None:
     trajs, labels, _ = _dataset(tmp_path)
     cache = tmp_path / "cache.sqlite"
-    (tmp_path / "run.yaml").write_text(f"kind: vlm\nvlm:\n  cache_path: {cache}\n  last_k: 2\n")
+    (tmp_path / "run.yaml").write_text(f"kind: vlm\nvlm:\n  cache_path: {cache}\n")
     with ScriptedChatServer(by_instruction(labels)) as srv:
         cmd = [
             sys.executable, "-m", "devicerl", "judge-eval", str(tmp_path / "run"),

@@ -88,35 +88,25 @@ def test_per_step_judging_cuts_at_the_first_success(tmp_path) -> None:
         assert t.steps[1].verdict["rationale"] == "scripted." and is_labelled(t)
 
 
-def test_unknown_is_dropped_or_falls_back_to_native_never_a_silent_failure(tmp_path) -> None:
-    for on_unknown in ("drop", "native"):
-        trajs = collect(6, seed=2)
-        native = {t.episode_id: (t.success, t.end_reason) for t in trajs}
-        assert any(s for s, _ in native.values())
-        cfg = JudgeConfig(
-            kind="vlm",
-            on_unknown=on_unknown,
-            vlm=VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")),
-        )
-        with ScriptedChatServer(lambda b: Reply("no idea")) as srv:
-            cfg.chat = chat_config(srv.base_url, max_concurrency=3)
-            runner = make_runner(cfg)
-            for t in trajs:
-                runner.submit(t)
-            out = runner.drain(timeout=30)
-            runner.judge.close()
-        assert runner.stats.unknown == 6 and len(out) == 6
-        for j in out:
-            t = j.trajectory
-            assert (t.success, t.end_reason) == native[t.episode_id]  # untouched or native
-            assert is_labelled(t) == j.usable
-            if on_unknown == "drop":
-                assert not j.usable and j.verdict.is_unknown and not j.fallback
-            else:
-                assert j.usable and j.fallback and j.verdict.judge == "native"
-                assert j.verdict.success == t.success
-                assert "unparseable" in t.judgement.replaced_unknown["reason"]
-        assert runner.stats.dropped == (6 if on_unknown == "drop" else 0)
+def test_unknown_is_dropped_never_a_silent_failure(tmp_path) -> None:
+    trajs = collect(6, seed=2)
+    native = {t.episode_id: (t.success, t.end_reason) for t in trajs}
+    assert any(s for s, _ in native.values())
+    cfg = JudgeConfig(kind="vlm", vlm=VLMJudgeConfig(cache_path=str(tmp_path / "c.sqlite")))
+    with ScriptedChatServer(lambda b: Reply("no idea")) as srv:
+        cfg.chat = chat_config(srv.base_url, max_concurrency=3)
+        runner = make_runner(cfg)
+        for t in trajs:
+            runner.submit(t)
+        out = runner.drain(timeout=30)
+        runner.judge.close()
+    assert runner.stats.unknown == 6 and runner.stats.dropped == 6 and len(out) == 6
+    assert runner.stats.success == runner.stats.failure == 0
+    for j in out:
+        t = j.trajectory
+        assert (t.success, t.end_reason) == native[t.episode_id]  # untouched
+        assert not j.usable and j.verdict.is_unknown and not is_labelled(t)
+        assert "unparseable" in t.judgement.verdict["reason"]
 
 
 def test_truncated_episodes_are_not_judged_and_a_raising_judge_does_not_stop_the_stage() -> None:

@@ -16,7 +16,7 @@ from devicerl.judges import JudgeConfig, Label, NativeJudge, Verdict, VLMJudgeCo
 from devicerl.judges.cache import VerdictCache
 from devicerl.judges.fewshot import load_examples
 from devicerl.judges.prompt import parse_verdict
-from devicerl.judges.vlm import VLMJudge
+from devicerl.judges.vlm import LAST_SCREENS, VLMJudge
 from devicerl.records import EndReason
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
@@ -78,12 +78,12 @@ def test_parse_verdict(text: str, label: Label) -> None:
         assert rationale == "the app is open."
 
 
-def test_vlm_request_has_task_actions_last_k_screens_and_verdict(tmp_path, monkeypatch) -> None:
+def test_vlm_request_has_task_actions_last_screens_and_verdict(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("JUDGE_KEY", "sk-judge")
     traj = collect(1, task="synthetic/steps", seed=3, min_len=5, max_len=5)[0]
     assert traj.length == 5
     with ScriptedChatServer(lambda b: verdict_text(True, "the list is shown")) as srv:
-        judge = _vlm(srv, tmp_path, chat={"api_key_env": "JUDGE_KEY"}, last_k=2)
+        judge = _vlm(srv, tmp_path, chat={"api_key_env": "JUDGE_KEY"})
         v = judge.judge(traj)
         assert v.label is Label.SUCCESS and v.rationale == "the list is shown."
         assert v.judge == "vlm" and v.step == 4 and not v.cached and v.latency_s > 0
@@ -92,17 +92,19 @@ def test_vlm_request_has_task_actions_last_k_screens_and_verdict(tmp_path, monke
         assert req.body["model"] == "judge-model" and req.body["temperature"] == 0.0
         assert req.body["messages"][0]["role"] == "system"
         instruction, n_actions, n_images = query(req.body)
-        assert instruction == traj.instruction and n_actions == 5 and n_images == 2
+        assert instruction == traj.instruction and n_actions == 5 and n_images == LAST_SCREENS == 3
         # judging step 1 shows the two actions taken so far and the screens around them
         judge.judge_step(traj, 1)
-        assert query(srv.requests[1].body)[1:] == (2, 2)
+        assert query(srv.requests[1].body)[1:] == (2, 3)
+        judge.judge_step(traj, 0)
+        assert query(srv.requests[2].body)[1:] == (1, 2)  # the first screen and the next
         judge.close()
 
 
 def test_vlm_survives_429_500_timeouts_garbage_with_bounded_retries(tmp_path) -> None:
     trajs = collect(3, seed=4)
     with ScriptedChatServer(by_instruction({t.instruction: t.success for t in trajs})) as srv:
-        judge = _vlm(srv, tmp_path, chat={"timeout_s": 0.3, "max_retries": 4})
+        judge = _vlm(srv, tmp_path, chat={"timeout_s": 0.3})
         srv.push(
             Reply(status=429, headers={"Retry-After": "0"}),
             Reply(status=500),
@@ -289,13 +291,15 @@ def test_one_key_selects_the_judge(tmp_path) -> None:
         make_judge(load_config(JudgeConfig, None, ["kind=vlm"]))
     with pytest.raises(ConfigError, match="kind"):
         load_config(JudgeConfig, None, ["kind=gemini"])
-    with pytest.raises(ConfigError, match="on_unknown"):
-        load_config(JudgeConfig, None, ["on_unknown=failure"])
+    with pytest.raises(ConfigError, match="unknown config key 'on_unknown'"):
+        load_config(JudgeConfig, None, ["on_unknown=drop"])  # unknown verdicts are dropped
     cfg = load_config(
         JudgeConfig,
         None,
-        ["kind=vlm", "chat.model=m", f"vlm.cache_path={tmp_path / 'c.sqlite'}", "vlm.last_k=2"],
+        ["kind=vlm", "chat.model=m", f"vlm.cache_path={tmp_path / 'c.sqlite'}"],
     )
     judge = make_judge(cfg)
-    assert isinstance(judge, VLMJudge) and judge.config.last_k == 2
+    assert isinstance(judge, VLMJudge) and judge.config.cache_path == str(tmp_path / "c.sqlite")
     judge.close()
+    with pytest.raises(ConfigError, match=r"unknown config key 'vlm\.last_k'"):
+        load_config(JudgeConfig, None, ["vlm.last_k=2"])  # the last 3 screens: LAST_SCREENS

@@ -35,19 +35,14 @@ FAST = [
     "trajectories_per_iter=8",
     "eval.at_end=false",
     "checkpoint_every=2",
-    *(
-        f"policies.{p}.agent.small.{k}={v}"
-        for p in POLICIES
-        for k, v in {"d_model": 32, "n_layers": 1}.items()
-    ),
+    *(f"policies.{p}.agent.small.d_model=32" for p in POLICIES),
     *(
         f"policies.{p}.{k}"
         for p in ("generalist", "taps")
         for k in (
             "actor.updates=2",
             "actor.batch_size=8",
-            "critic.instruction_updates=1",
-            "critic.step_updates=1",
+            "critic.updates=1",
         )
     ),
 ]

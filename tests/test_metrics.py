@@ -58,8 +58,8 @@ def test_read_metrics_torn_and_bad_lines(tmp_path) -> None:
 
 def test_wandb_missing_is_a_config_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "wandb", None)  # makes `import wandb` fail
-    with pytest.raises(ConfigError, match=r"logging\.wandb is true but the wandb package"):
-        MetricsLogger(tmp_path, LoggingConfig(tensorboard=False, wandb=True))
+    with pytest.raises(ConfigError, match=r"logging\.wandb_project is set but the wandb package"):
+        MetricsLogger(tmp_path, LoggingConfig(tensorboard=False, wandb_project="devicerl"))
 
 
 @dataclass
@@ -84,7 +84,7 @@ def test_wandb_calls_with_redacted_config(tmp_path, monkeypatch) -> None:
         return Run()
 
     monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
-    cfg = LoggingConfig(tensorboard=False, wandb=True)
+    cfg = LoggingConfig(tensorboard=False, wandb_project="devicerl")
     with MetricsLogger(tmp_path / "run7", cfg, run_config=_RunCfg()) as log:
         log.log({"eval/success_rate": 0.5}, step=3)
     (_, init_kw), log_call, finish = calls

@@ -32,37 +32,19 @@ def test_step_capacity(trajectories) -> None:
     assert kept == [t.episode_id for t in trajectories[-len(kept) :]]
 
 
-def test_policy_lag_evicts_collected_but_not_offline_data(trajectories) -> None:
-    buf = ReplayBuffer(capacity=50, max_lag=2)
-    for version, t in enumerate(trajectories[:6]):
-        for step in t.steps:
-            step.policy_version = version  # acted by versions 0..5
-        buf.add(t, offline=version == 0)
-    evicted = buf.evict_stale(5)  # lag 5 - v >= 2: versions 1, 2, 3 go; 0 is offline data
-    assert [t.policy_version for t in evicted] == [1, 2, 3]
-    assert [t.policy_version for t in buf] == [0, 4, 5]
-    assert buf.num_steps == sum(t.length for t in buf) and buf.total_stale == 3
-    assert buf.evict_stale(5) == [] and ReplayBuffer(5).evict_stale(10**6) == []
-    with pytest.raises(ValueError, match="max_lag must be >= 1"):
-        ReplayBuffer(5, max_lag=0)
-
-
 def test_resume_from_store(tmp_path, trajectories) -> None:
     with TrajectoryWriter(tmp_path, flush_every=3) as w:
         w.extend(trajectories)
     store = TrajectoryStore(tmp_path)
-    buf = ReplayBuffer(capacity=7, max_lag=3)
-    buf.extend(trajectories[:5])
-    buf.add(trajectories[5], offline=True)
-    buf.extend(trajectories[6:])
+    buf = ReplayBuffer(capacity=7)
+    buf.extend(trajectories)
     state = json.loads(json.dumps(buf.state_dict()))  # what a checkpoint would hold
 
     restored = ReplayBuffer(capacity=1)
     restored.load_state_dict(state, store)
     assert [t.episode_id for t in restored] == state["episode_ids"]
     assert restored.num_steps == buf.num_steps and restored.total_added == 12
-    assert restored.max_lag == 3 and restored.state_dict() == buf.state_dict()
-    assert state["offline_ids"] == [trajectories[5].episode_id]
+    assert restored.state_dict() == buf.state_dict()
 
     state["episode_ids"].append("missing")
     with pytest.raises(DataError, match="not in store"):

@@ -30,8 +30,7 @@ ARGS = [
     "eval.at_end=false",
     "actor.updates=4",
     "actor.batch_size=16",
-    "critic.step_updates=2",
-    "critic.instruction_updates=2",
+    "critic.updates=2",
 ]
 
 

@@ -364,7 +364,7 @@ def episodes() -> list[Trajectory]:
 
 
 def test_critic_warmup_then_actor_and_diagnostics(episodes) -> None:
-    critic = CriticConfig(batch_size=8, instruction_updates=1, step_updates=1)
+    critic = CriticConfig(batch_size=8, updates=1)
     config = DigiRLConfig(critic_warmup=2, top_p=1.0)
     actor = ActorConfig(updates=2, batch_size=8)
     rl = DigiRL(SmallAgent(seed=0), config, actor, critic, seed=0)
@@ -395,7 +395,7 @@ def test_critic_warmup_then_actor_and_diagnostics(episodes) -> None:
 
 
 def test_the_critics_never_train_on_the_heldout_slice(episodes) -> None:
-    critic = CriticConfig(batch_size=8, instruction_updates=1, step_updates=1)
+    critic = CriticConfig(batch_size=8, updates=1)
     actor = ActorConfig(updates=1, batch_size=8)
     rl = DigiRL(SmallAgent(seed=0), DigiRLConfig(), actor, critic, seed=0)
     given: list[list[Trajectory]] = []

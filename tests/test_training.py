@@ -62,7 +62,7 @@ def test_online_training_beats_the_untrained_policy(tmp_path, untrained, algo, e
     trained = s["eval"]["success_rate"]
     assert untrained < 0.5  # 4 boxes: an untrained policy taps the right one ~1/4 of the time
     assert trained >= untrained + 0.35, (trained, untrained)
-    assert s["mean_policy_lag"] is not None and s["dropped_stale"] == 0
+    assert s["mean_policy_lag"] is not None
     run = RunDir(tmp_path / algo)
     metrics = run.read_metrics()
     assert any("train/actor_loss" in m for m in metrics)
@@ -128,12 +128,6 @@ def test_wilson_interval() -> None:
     assert lo == pytest.approx(0.4038, abs=1e-3) and hi == pytest.approx(0.5962, abs=1e-3)
     lo, hi = wilson_interval(10, 10)
     assert hi == 1.0 and lo == pytest.approx(0.7225, abs=1e-3)
-
-
-def test_stale_trajectories_are_dropped(tmp_path) -> None:
-    s = train(tmp_path, "lag", "algo=filtered_bc", "env_steps=400", "max_policy_lag=1")
-    assert s["dropped_stale"] > 0  # collected ahead of the learner, more than 1 version old
-    assert s["episodes"] > s["dropped_stale"]
 
 
 def test_training_with_the_vlm_judge(tmp_path) -> None:

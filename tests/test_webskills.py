@@ -64,8 +64,8 @@ def test_every_plan_solves_its_page_with_actions_the_agent_expresses(env):
 def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses_exactly():
     # the full-suite benchmark's agent: free points on its lattice, drags, page text, the
     # character decoder, Enter; pixels (the shapes carry no text)
-    overrides = [f"agent.small.{k}=true" for k in ("point_actions", "page_text", "free_text")]
-    overrides += ["agent.small.pixels=true"]
+    overrides = ["agent.small.heads=[swipes,points,page_text,free_text]"]
+    overrides += ["agent.small.inputs=[pixels]"]
     overrides += ["agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]"]
     agent = load_config(TrainConfig, None, overrides).agent.make()
     kinds: set[str] = set()

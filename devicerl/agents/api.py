@@ -2,12 +2,12 @@
 
 Each observation becomes one request: a system prompt generated from the action docs
 (`devicerl.agents.prompt`), the instruction, previous actions (``Observation.previous_actions``),
-optionally the UI element list, and the screenshot as an image part. The reply is parsed with
-`parse_autoui`. A request that fails after the client's bounded retries (`ChatError`) or a reply
-that does not parse becomes an invalid action with the reason (the device treats it as a no-op);
-`act` never raises for a bad endpoint. A batch is sent concurrently from threads, bounded by the
-client's concurrency cap. The API key is read from the environment variable named in
-``ChatConfig.api_key_env``.
+optionally the UI element list, and the screenshot (when the observation has one) as an image
+part. The reply is parsed with `parse_autoui`. A request that fails after the client's bounded
+retries (`ChatError`) or a reply that does not parse becomes an invalid action with the reason
+(the device treats it as a no-op); `act` never raises for a bad endpoint. A batch is sent
+concurrently from threads, bounded by the client's concurrency cap. The API key is read from the
+environment variable named in ``ChatConfig.api_key_env``.
 
 It has no log-probabilities: ``trainable`` is False, `log_prob` raises a clear error and
 trainers refuse it (`require_trainable`); evaluation and data collection work.
@@ -32,6 +32,7 @@ from devicerl.clients.chat import (
     image_part,
     text_part,
 )
+from devicerl.errors import ConfigError
 from devicerl.records import Observation
 
 #: Longest UI-element list in a prompt; decimals of coordinates in prompts and replies.
@@ -40,48 +41,60 @@ MAX_ELEMENTS, PRECISION = 50, 3
 
 @dataclass
 class APIAgentConfig:
-    """What the API agent sends (the endpoint itself is ``chat``)."""
+    """The endpoint the API agent sends to (``agent.api``).
+
+    The screenshot is sent whenever the observation has one; a run that wants none configures
+    its devices without screenshots (``env.kwargs: {screenshot: false}`` for browser and
+    Android devices, ``{render: false}`` for synthetic ones). What else a request holds is the
+    agent's own settings (`APIAgent`; a run's ``agent.history``, ``agent.include_elements``,
+    ``agent.temperature``)."""
 
     chat: ChatConfig = field(default_factory=ChatConfig)
-    include_screenshot: bool = field(default=True, metadata={"help": "send the screenshot"})
-    include_elements: bool = field(
-        default=True, metadata={"help": f"list up to {MAX_ELEMENTS} UI elements as text"}
-    )
-    history: int = field(default=4, metadata={"help": "previous actions in the prompt", "min": 0})
-    temperature: float = field(
-        default=0.0, metadata={"help": "sampling temperature (greedy: 0)", "min": 0}
-    )
 
     def validate(self) -> None:
         self.chat.validate()
 
 
 class APIAgent(Policy):
-    """Queries a chat-completions endpoint per observation (see the module doc)."""
+    """Queries a chat-completions endpoint per observation (see the module doc).
+
+    ``history``: previous actions in the prompt; ``include_elements``: list up to
+    `MAX_ELEMENTS` UI elements as text; ``temperature``: sampling temperature (0: greedy)."""
 
     trainable = False
 
     @property
     def uses_history(self) -> bool:  # type: ignore[override]
-        return self.config.history > 0
+        return self.history > 0
 
     def __init__(
-        self, config: APIAgentConfig | None = None, client: ChatClient | None = None
+        self,
+        config: APIAgentConfig | None = None,
+        client: ChatClient | None = None,
+        *,
+        temperature: float = 0.0,
+        history: int = 4,
+        include_elements: bool = True,
     ) -> None:
+        if temperature < 0 or history < 0:
+            raise ConfigError(
+                f"the API agent's temperature ({temperature}) and history ({history}) must be >= 0"
+            )
         self.config = config or APIAgentConfig()
         self.config.validate()
-        self.client = client or ChatClient(self.config.chat, temperature=self.config.temperature)
-        self.temperature = self.config.temperature
+        self.temperature = float(temperature)
+        self.history = int(history)
+        self.include_elements = bool(include_elements)
+        self.client = client or ChatClient(self.config.chat, temperature=self.temperature)
         self._system = system_prompt(PRECISION)
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
-        cfg = self.config
         prev = list(obs.previous_actions)
-        prev = prev[-cfg.history :] if cfg.history > 0 else []
-        text = user_prompt(obs, prev, cfg.include_elements, MAX_ELEMENTS, PRECISION)
+        prev = prev[-self.history :] if self.history > 0 else []
+        text = user_prompt(obs, prev, self.include_elements, MAX_ELEMENTS, PRECISION)
         content: list[dict[str, Any]] = [text_part(text)]
-        if cfg.include_screenshot and obs.screenshot is not None:
+        if obs.screenshot is not None:
             content.append(image_part(obs.screenshot, "png"))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": content}]
 

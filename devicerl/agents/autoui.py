@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from devicerl.agents.config import (
     AUTOUI_FUSION_HEADS,
     AUTOUI_MAX_INPUT_TOKENS,
     AUTOUI_PRECISION,
+    AutoUIOptions,
     LoRASettings,
 )
 from devicerl.agents.config import AutoUIConfig as AutoUIConfig  # re-export
@@ -129,8 +130,15 @@ class AutoUIAgent(TorchPolicy):
         config: AutoUIConfig | None = None,
         device: str | torch.device = "cpu",
         seed: int = 0,
+        options: AutoUIOptions | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> AutoUIAgent:
-        """Load our saved agent, or an Auto-UI-Base style checkpoint plus a vision encoder."""
+        """Load our saved agent, or an Auto-UI-Base style checkpoint plus a vision encoder.
+
+        ``config`` replaces the saved agent's config (default: the saved one, or the defaults
+        for a bare checkpoint); a run's ``options`` (its LoRA adapters), then ``overrides``
+        (fields of `AutoUIConfig`: a run's ``agent.history``, ``agent.temperature``) go on
+        top."""
         from transformers import AutoTokenizer, T5ForConditionalGeneration
 
         model_dir = Path(model_dir)
@@ -146,6 +154,10 @@ class AutoUIAgent(TorchPolicy):
         if vision_dir is None:
             raise ConfigError(f"{model_dir}: no vision encoder directory given (vision_dir=...)")
         cfg = config or AutoUIConfig()
+        if options is not None:
+            cfg = options.apply(cfg)
+        if overrides:
+            cfg = dataclasses.replace(cfg, **overrides)
         base_dir = model_dir
         if saved is not None and saved.get("lora_base"):
             base_dir = Path(saved["lora_base"])

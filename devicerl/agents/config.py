@@ -9,11 +9,15 @@ live here, where importing them costs no torch. `devicerl.agents.autoui`, `small
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from devicerl.actions import ActionType
 from devicerl.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 INSTR_FEATURES = 7
 ELEM_FEATURES = 20
@@ -125,7 +129,9 @@ AUTOUI_MAX_INPUT_TOKENS, AUTOUI_PRECISION, AUTOUI_FUSION_HEADS = 512, 4, 1
 
 @dataclass
 class AutoUIConfig:
-    """The Auto-UI agent's decoding and input (null: the saved agent's own settings)."""
+    """The Auto-UI agent's decoding, input and adapters: what a saved Auto-UI agent carries
+    (a bare checkpoint gets these defaults). A run chooses the adapters (`AutoUIOptions`) and
+    may set ``history`` and ``temperature`` (``agent.history``, ``agent.temperature``)."""
 
     max_new_tokens: int = _opt(128, "longest generated action text, in tokens", min=1)
     history: int = _opt(4, "previous actions in the input text", min=0)
@@ -142,6 +148,18 @@ class AutoUIConfig:
             self.lora = LoRASettings(**lora)
         if self.temperature <= 0:
             raise ConfigError("temperature must be > 0 (use greedy=True for arg-max decoding)")
+
+
+@dataclass
+class AutoUIOptions:
+    """The Auto-UI agent as a run configures it (``agent.autoui``): its LoRA adapters, on top
+    of the saved agent's `AutoUIConfig` (or the defaults for a bare checkpoint)."""
+
+    lora: LoRASettings | None = _opt(None, "LoRA adapters; null trains the whole model")
+
+    def apply(self, config: AutoUIConfig) -> AutoUIConfig:
+        """``config`` with these options in place of its own."""
+        return dataclasses.replace(config, lora=self.lora)
 
 
 @dataclass
@@ -228,34 +246,55 @@ class SmallAgentConfig:
         return self.grid[0] * self.grid[1] if self.point_actions or self.features.pixels else 0
 
 
+#: The action heads a run may add to the small agent (``agent.small.heads``), beyond taps on
+#: elements and typed instruction spans, which it always has: name -> what the head does.
+SMALL_HEADS: dict[str, str] = {
+    "swipes": "four fixed swipes (up, down, left, right) from the screen centre",
+    "points": "taps at any point and drags from any point to any point",
+    "page_text": "typed spans of an element's text",
+    "free_text": "typed text of any kind, from a character decoder that copies instruction "
+    "characters",
+}
+#: The optional inputs of the small agent (``agent.small.inputs``): name -> what it adds.
+SMALL_INPUTS: dict[str, str] = {
+    "pixels": "per-element and per-grid-cell features of the screenshot from a small CNN "
+    "(with env.kwargs.screenshot=true)",
+    "field_labels": "text fields known by their label's words (docs/agents.md)",
+}
+
+
+def _names_help(what: str, names: dict[str, str]) -> str:
+    return f"{what}: " + "; ".join(f"{name}: {text}" for name, text in names.items())
+
+
 @dataclass
 class SmallAgentOptions:
     """The small agent as a run configures it (``agent.small``): its size, action space, input
-    features and sampling. Everything else about its architecture is `SmallAgentConfig`'s
-    default, and a saved agent carries its whole `SmallAgentConfig` with its weights."""
+    features and exploration floor. Everything else about its architecture is
+    `SmallAgentConfig`'s default, and a saved agent carries its whole `SmallAgentConfig` with
+    its weights."""
 
     d_model: int = _opt(128, "transformer width (a multiple of 4)", min=4)
-    n_layers: int = _opt(2, "transformer layers", min=1)
     allowed_types: tuple[str, ...] | None = _opt(
         None,
         "action types the agent may choose (ActionType names, e.g. [DUAL_POINT, TYPE]); null: all",
     )
-    swipes: bool = _opt(True, "allow swipes (up, down, left, right from the screen centre)")
-    point_actions: bool = _opt(
-        False, "taps at any point and drags between points, besides taps on elements"
+    heads: tuple[str, ...] = _opt(
+        ("swipes",),
+        _names_help(
+            "action heads beyond taps on elements and typed instruction spans (e.g. "
+            "[points, page_text]; []: none)",
+            SMALL_HEADS,
+        ),
     )
-    page_text: bool = _opt(False, "type spans of an element's text (page text)")
-    free_text: bool = _opt(False, "type any text with a character decoder")
-    pixels: bool = _opt(False, "per-element and per-grid-cell features of the screenshot")
-    field_labels: bool = _opt(
-        False, "text fields are known by their label's words (docs/agents.md)"
+    inputs: tuple[str, ...] = _opt(
+        (), _names_help("inputs beyond the DOM elements and the instruction", SMALL_INPUTS)
     )
     cell_attention: Literal["shared", "gated"] = _opt(
         "shared",
         "how grid cells join the encoder; gated: cells added to a saved agent (agent.init_from) "
         "leave its states as they were until training opens the gate",
     )
-    temperature: float = _opt(1.0, "sampling temperature", gt=0)
     epsilon: float = _opt(
         0.05,
         "share of a uniform choice mixed into the action-type and element choices, in sampling "
@@ -270,22 +309,126 @@ class SmallAgentOptions:
         for t in self.allowed_types or ():
             if t not in ActionType.__members__ and t not in {a.value for a in ActionType}:
                 raise ConfigError(f"agent.small.allowed_types: {t!r} is not an action type")
+        for key, names, known in (
+            ("heads", self.heads, SMALL_HEADS),
+            ("inputs", self.inputs, SMALL_INPUTS),
+        ):
+            for name in names:
+                if name not in known:
+                    raise ConfigError(
+                        f"agent.small.{key}: {name!r} is not one of {', '.join(known)}"
+                    )
 
     def architecture(self, seed: int = 0) -> SmallAgentConfig:
         """The full `SmallAgentConfig` these options describe (the rest at its defaults)."""
-        features = FeatureConfig(pixels=self.pixels, field_labels=self.field_labels)
+        self.validate()
+        features = FeatureConfig(
+            pixels="pixels" in self.inputs, field_labels="field_labels" in self.inputs
+        )
         return SmallAgentConfig(
             d_model=self.d_model,
-            n_layers=self.n_layers,
             d_ff=2 * self.d_model,
             allowed_types=self.allowed_types,
-            swipes=self.swipes,
-            point_actions=self.point_actions,
-            page_text=self.page_text,
-            free_text=self.free_text,
+            swipes="swipes" in self.heads,
+            point_actions="points" in self.heads,
+            page_text="page_text" in self.heads,
+            free_text="free_text" in self.heads,
             cell_attention=self.cell_attention,
-            temperature=self.temperature,
             epsilon=self.epsilon,
             seed=seed,
             features=features,
         )
+
+
+#: The settings every agent kind may share, set once for the run (``agent.temperature``,
+#: ``agent.history``, ``agent.include_elements``): kind -> those its agent reads.
+AGENT_SETTINGS: dict[str, tuple[str, ...]] = {
+    "small": ("temperature",),
+    "autoui": ("temperature", "history"),
+    "vlm": ("temperature", "history", "include_elements"),
+    "api": ("temperature", "history", "include_elements"),
+}
+#: Run options older run configs saved under ``agent.small``, with the value the code now uses.
+RETIRED_SMALL: dict[str, Any] = {"n_layers": 2}
+#: Run options older run configs saved under ``agent.autoui``: the saved agent's own values are
+#: used now (these defaults for a bare checkpoint).
+RETIRED_AUTOUI: dict[str, Any] = {
+    f.name: f.default
+    for f in dataclasses.fields(AutoUIConfig)
+    if f.name != "lora" and f.name not in AGENT_SETTINGS["autoui"]
+}
+#: Run options older run configs saved under ``agent.vlm``, with the value the code now uses.
+RETIRED_VLM: dict[str, Any] = {"output_format": "json", "train_vision": False}
+#: The switches older run configs saved under ``agent.small``: name -> (list, its entry).
+SMALL_SWITCHES: dict[str, tuple[str, str]] = {
+    "swipes": ("heads", "swipes"),
+    "point_actions": ("heads", "points"),
+    "page_text": ("heads", "page_text"),
+    "free_text": ("heads", "free_text"),
+    "pixels": ("inputs", "pixels"),
+    "field_labels": ("inputs", "field_labels"),
+}
+
+
+def _drop_retired(data: dict[str, Any], retired: Mapping[str, Any], where: str, used: str) -> None:
+    for key, now in retired.items():
+        if key in data:
+            old = data.pop(key)
+            if old != now:
+                log.warning("%s%s=%r saved by an older version is not a run option any more; "
+                            "%s is used", where, key, old, used.format(now=now))  # fmt: skip
+
+
+def _hoist_settings(out: dict[str, Any]) -> None:
+    """Move the per-kind copies of `AGENT_SETTINGS` older run configs saved (``agent.vlm.history``
+    ...) to the agent's own keys: the copy of the kind the run built, where the run applied it
+    (a new small agent's, not a saved one's), unless the key is already set; the others were
+    never read and are dropped."""
+    kind = out.get("kind", "small")
+    for section, keys in AGENT_SETTINGS.items():
+        held = out.get(section)
+        if not isinstance(held, Mapping):
+            continue
+        held = dict(held)
+        applied = section == kind and not (kind == "small" and out.get("path") is not None)
+        for key in keys:
+            if key in held:
+                value = held.pop(key)
+                if applied:
+                    out.setdefault(key, value)
+        out[section] = held
+
+
+def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A saved run config's ``agent`` section (an `AgentSpec` as a mapping) in today's layout:
+    the small agent's switches of older versions become its ``heads`` / ``inputs`` lists, the
+    per-kind temperature, history and element list become the agent's own settings, and the
+    options no longer chosen by a run are dropped (a value other than the one now used is
+    logged). Anything else, unknown keys included, is left for the loader to check."""
+    out = dict(data)
+    _hoist_settings(out)
+    small = out.get("small")
+    if isinstance(small, Mapping):
+        small = dict(small)
+        _drop_retired(small, RETIRED_SMALL, "agent.small.", "{now!r}")
+        if any(k in small for k in SMALL_SWITCHES):  # an older layout (swipes were on unset)
+            lists: dict[str, list[str]] = {"heads": [], "inputs": []}
+            for key, (target, name) in SMALL_SWITCHES.items():
+                if small.pop(key, key == "swipes"):
+                    lists[target].append(name)
+            small.setdefault("heads", lists["heads"])
+            small.setdefault("inputs", lists["inputs"])
+        out["small"] = small
+    autoui = out.get("autoui")
+    if isinstance(autoui, Mapping):
+        autoui = dict(autoui)
+        _drop_retired(
+            autoui, RETIRED_AUTOUI, "agent.autoui.", "the saved agent's (default {now!r})"
+        )
+        out["autoui"] = autoui
+    vlm = out.get("vlm")
+    if isinstance(vlm, Mapping):
+        vlm = dict(vlm)
+        _drop_retired(vlm, RETIRED_VLM, "agent.vlm.", "{now!r}")
+        out["vlm"] = vlm
+    return out

@@ -9,6 +9,7 @@ through `Policy.set_weights`); YAML configs map onto it with `devicerl.config.lo
                              # a transformers image-text-to-text model dir (vlm)
       init_from: runs/y/agent  # small: build from `small`, start from a saved agent's weights
       vision_dir: /models/blip2-vision
+      temperature: null      # null: each agent's own (its saved config's, or its default)
       api: {chat: {base_url: http://127.0.0.1:8000/v1, model: my-vlm}}
 """
 
@@ -16,16 +17,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
-from devicerl.agents.config import AutoUIConfig, SmallAgentOptions
-from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.config import AGENT_SETTINGS, AutoUIOptions, SmallAgentOptions
+from devicerl.agents.vlm_config import VLMOptions
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 KINDS = ("small", "autoui", "vlm", "api", "random", "uniform", "uniform_clickable", "oracle")
+
+
+def _readers(setting: str) -> str:
+    """The agent kinds that read ``setting`` (as `AGENT_SETTINGS` lists them), for help texts."""
+    return ", ".join(kind for kind, names in AGENT_SETTINGS.items() if setting in names)
 
 
 @dataclass
@@ -53,11 +60,37 @@ class AgentSpec:
     seed: int = field(
         default=0, metadata={"help": "seed of a new agent's weights and of random agents"}
     )
+    temperature: float | None = field(
+        default=None,
+        metadata={
+            "help": f"sampling temperature ({_readers('temperature')}; 0, greedy, for api only); "
+            "null: the agent's own (its saved config's, else 1.0, api 0.0)",
+            "min": 0,
+        },
+    )
+    history: int | None = field(
+        default=None,
+        metadata={
+            "help": f"previous actions in the prompt ({_readers('history')}); null: the "
+            "agent's own (its saved config's, else 4)",
+            "min": 0,
+        },
+    )
+    include_elements: bool | None = field(
+        default=None,
+        metadata={
+            "help": "list the UI elements as text in the prompt "
+            f"({_readers('include_elements')}); null: the agent's own (its saved config's, "
+            "else off for vlm, on for api)"
+        },
+    )
     small: SmallAgentOptions = field(default_factory=SmallAgentOptions)
-    #: None: the saved agent's own config (or the defaults for a bare Auto-UI checkpoint).
-    autoui: AutoUIConfig | None = None
-    #: None: the saved agent's own config (or the defaults for a bare model folder).
-    vlm: VLMConfig | None = None
+    #: None: the saved agent's own adapters (none for a bare Auto-UI checkpoint); its decoding
+    #: and input settings are the saved agent's (or the defaults of `AutoUIConfig`), but for
+    #: ``temperature`` and ``history`` where set above.
+    autoui: AutoUIOptions | None = None
+    #: None: the saved agent's own options (or the defaults for a bare model folder).
+    vlm: VLMOptions | None = None
     api: APIAgentConfig = field(default_factory=APIAgentConfig)
 
     def validate(self) -> None:
@@ -72,6 +105,22 @@ class AgentSpec:
                 "agent.init_from and agent.path are both set: path runs a saved agent as it "
                 "is, init_from builds `agent.small` from one; set the other to null"
             )
+        read = AGENT_SETTINGS.get(self.kind, ())
+        for name in ("temperature", "history", "include_elements"):
+            if getattr(self, name) is not None and name not in read:
+                raise ConfigError(
+                    f"agent.{name}: the {self.kind} agent does not read it (set it to null)"
+                )
+        if self.temperature is not None and self.temperature <= 0 and self.kind != "api":
+            raise ConfigError(
+                f"agent.temperature={self.temperature}: must be > 0 for the {self.kind} agent "
+                "(greedy decoding is the caller's choice)"
+            )
+
+    def settings(self) -> dict[str, Any]:
+        """The agent-wide settings this spec sets (not null), by field name."""
+        names = AGENT_SETTINGS.get(self.kind, ())
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
     def make(self) -> Policy:
         """Build the policy (imports the heavy libraries only for the kind asked for)."""
@@ -80,8 +129,12 @@ class AgentSpec:
             from devicerl.agents.small import SmallAgent
 
             if self.path is not None:
-                return SmallAgent.from_pretrained(self.path, device=self.device)
-            agent = SmallAgent(self.small.architecture(self.seed), device=self.device)
+                return SmallAgent.from_pretrained(
+                    self.path, device=self.device, overrides=self.settings()
+                )
+            agent = SmallAgent(
+                self.small.architecture(self.seed), device=self.device, **self.settings()
+            )
             if self.init_from is not None:
                 fresh = agent.load_matching(self.init_from)
                 log.info(
@@ -94,17 +147,28 @@ class AgentSpec:
 
             assert self.path is not None
             return AutoUIAgent.from_pretrained(
-                self.path, self.vision_dir, self.autoui, device=self.device, seed=self.seed
+                self.path,
+                self.vision_dir,
+                device=self.device,
+                seed=self.seed,
+                options=self.autoui,
+                overrides=self.settings(),
             )
         if self.kind == "vlm":
             from devicerl.agents.vlm import VLMAgent
 
             assert self.path is not None
-            return VLMAgent.from_pretrained(self.path, self.vlm, device=self.device, seed=self.seed)
+            return VLMAgent.from_pretrained(
+                self.path,
+                device=self.device,
+                seed=self.seed,
+                options=self.vlm,
+                overrides=self.settings(),
+            )
         if self.kind == "api":
             from devicerl.agents.api import APIAgent
 
-            return APIAgent(self.api)
+            return APIAgent(self.api, **self.settings())
         if self.kind == "oracle":
             from devicerl.agents.scripted import PlanOracle
 

@@ -28,7 +28,7 @@ log-prob at that temperature.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -470,9 +470,19 @@ class SmallAgent(TorchPolicy):
         self.version = int(meta.get("version", 0))
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str | torch.device = "cpu") -> SmallAgent:
-        """Build the agent from a saved directory's config, then load its weights."""
-        agent = cls(saved_config(read_json(Path(path) / CONFIG_FILE), path), device=device)
+    def from_pretrained(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "cpu",
+        overrides: Mapping[str, Any] | None = None,
+    ) -> SmallAgent:
+        """Build the agent from a saved directory's config, then load its weights.
+        ``overrides``: fields of `SmallAgentConfig` set on top of the saved ones (a run's
+        ``agent.temperature``)."""
+        cfg = saved_config(read_json(Path(path) / CONFIG_FILE), path)
+        if overrides:
+            cfg = dataclasses.replace(cfg, **overrides)
+        agent = cls(cfg, device=device)
         agent.load(path)
         return agent
 

@@ -3,8 +3,9 @@ SmolVLM, Gemma 3, ...): ``AutoModelForImageTextToText`` + ``AutoProcessor`` from
 
 Input: the screenshot, the instruction and the previous actions through the model's own chat
 template (`devicerl.agents.vlm_prompt`; instructions in a system message, or at the top of the
-user message for a template without a system role); output: one action as JSON (or AutoUI's
-text), parsed by the codecs; text that does not parse becomes an invalid action the record keeps.
+user message for a template without a system role); output: one action as JSON, parsed by
+`devicerl.agents.vlm_prompt.parse_action`; text that does not parse becomes an invalid action the
+record keeps.
 The exploration levels a collector may pass (``epsilon``) are ignored: sampling at
 ``temperature`` is this policy's exploration.
 
@@ -22,7 +23,7 @@ vision start/end) are masked out of the output distribution in both places: a ge
 token would make teacher forcing count more image tokens than images.
 
 Training: LoRA through peft on the language model's projections (``VLMConfig.lora``; the
-vision tower frozen unless ``train_vision``) or the whole language model; gradient
+vision tower stays frozen and is never adapted) or the whole language model; gradient
 checkpointing; bfloat16 on a GPU, float32 on a CPU (``dtype``). `get_weights` / `set_weights`
 move the trainable weights only (the adapters with LoRA). `save` writes the adapters (peft's
 safetensors folder) or the whole model, the processor and ``vlm_agent.json`` (the config, the
@@ -51,7 +52,13 @@ from torch import nn
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, config_from_saved, lora_from_saved
+from devicerl.agents.vlm_config import (
+    VLMConfig,
+    VLMLoRA,
+    VLMOptions,
+    config_from_saved,
+    lora_from_saved,
+)
 from devicerl.agents.vlm_load import (
     is_vision_module,
     load_processor,
@@ -140,7 +147,7 @@ class VLMAgent(TorchPolicy):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg.dtype, self.device)
         self.system_prompt = system_prompt
-        self.system = system_prompt or system_text(cfg.output_format)
+        self.system = system_prompt or system_text()
         #: False for a chat template without a system role: instructions go in the user turn.
         self.system_role = template_keeps_system(processor)
         self.seed = int(seed)
@@ -206,7 +213,7 @@ class VLMAgent(TorchPolicy):
             model = self._with_lora(model, cfg.lora)
         else:
             for name, p in model.named_parameters():
-                p.requires_grad_(cfg.train_vision or not is_vision_module(name))
+                p.requires_grad_(not is_vision_module(name))
         if cfg.gradient_checkpointing:  # transformers 5 renamed it (the old name warns)
             enable = getattr(base, "activation_checkpointing_enable", None)
             (enable or base.gradient_checkpointing_enable)({"use_reentrant": False})
@@ -216,7 +223,7 @@ class VLMAgent(TorchPolicy):
     def _with_lora(self, model: nn.Module, lora: VLMLoRA) -> nn.Module:
         from peft import get_peft_model
 
-        targets = lora_targets(model, lora, vision=self.config.train_vision)
+        targets = lora_targets(model, lora)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             peft = get_peft_model(model, lora_config(lora, targets, self.base_dir))
@@ -244,13 +251,18 @@ class VLMAgent(TorchPolicy):
         seed: int = 0,
         system_prompt: str | None = None,
         attn_implementation: str | None = None,
+        options: VLMOptions | None = None,
+        overrides: Mapping[str, Any] | None = None,
     ) -> VLMAgent:
         """A saved agent (`save`) or any local transformers image-text-to-text model folder.
 
         ``config`` None: the saved agent's own (older saved configs load too, see
-        `config_from_saved`). ``system_prompt`` None: the saved agent's instructions, if it
-        had its own, else the generated ones. ``attn_implementation``: transformers' attention
-        kernel (sdpa, eager, flash_attention_2; None: its default)."""
+        `config_from_saved`), or the defaults for a bare model folder; a run's ``options``
+        (``agent.vlm``), then ``overrides`` (fields of `VLMConfig`: a run's ``agent.history``,
+        ``agent.include_elements``, ``agent.temperature``) go on top. ``system_prompt`` None: the
+        saved agent's instructions, if it had its own, else the generated ones.
+        ``attn_implementation``: transformers' attention kernel (sdpa, eager, flash_attention_2;
+        None: its default)."""
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"VLM model directory {path} does not exist")
@@ -269,6 +281,10 @@ class VLMAgent(TorchPolicy):
                 older = old.get("system_prompt") if isinstance(old, dict) else None
                 system_prompt = saved.get("system_prompt") or older
         cfg = config or VLMConfig()
+        if options is not None:
+            cfg = options.apply(cfg)
+        if overrides:
+            cfg = dataclasses.replace(cfg, **overrides)
         adapters = path / LORA_DIR if lora is not None else None
         base = Path(saved["base_dir"]) if adapters is not None and saved else path
         if lora is not None and cfg.lora is None:
@@ -325,7 +341,7 @@ class VLMAgent(TorchPolicy):
     def messages(self, obs: Observation, has_image: bool) -> list[dict[str, Any]]:
         """The chat for one observation (``{"type": "image"}`` marks the screenshot)."""
         cfg = self.config
-        text = user_text(obs, cfg.output_format, cfg.history, cfg.include_elements)
+        text = user_text(obs, cfg.history, cfg.include_elements)
         return chat_messages(self.system, text, has_image, self.system_role)
 
     def encode_chats(
@@ -417,10 +433,9 @@ class VLMAgent(TorchPolicy):
         self.module  # noqa: B018  (loads a lazily loaded model)
         ids, lps = self.generate_ids(self.encode(observations), greedy)
         texts = [self.decode(x) for x in ids]
-        fmt = self.config.output_format
         samples = [
             ActionSample(
-                parse_action(t, fmt),
+                parse_action(t),
                 t,
                 float(sum(lp)),
                 {"tokens": len(x), "policy_version": self.version},
@@ -457,9 +472,8 @@ class VLMAgent(TorchPolicy):
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
-        cfg = self.config
         targets = [
-            t if t is not None else format_action(a, cfg.output_format)
+            t if t is not None else format_action(a)
             for a, t in zip(actions, texts or [None] * len(actions))
         ]
         return self.score_ids(self.encode(observations), [self.target_ids(t) for t in targets])

@@ -4,12 +4,15 @@
 Config loading and ``devicerl train --help`` need these classes but not transformers, so they
 live here (torch-free), as `devicerl.agents.config` does for the other agents.
 
-The options are what a run's setup chooses. The rest is fixed in code (the element limit and
-coordinate decimals in `devicerl.agents.vlm_prompt`, adapter naming and endpoints in
-`devicerl.agents.vlm_remote`) or is a keyword of `VLMAgent.from_pretrained` for code that needs
-it (the instructions, the attention kernel, the seed, which a run takes from ``agent.seed``).
-`config_from_saved` reads the config an agent saved, including one saved with options that no
-longer exist.
+`VLMOptions` is what a run's setup chooses under ``agent.vlm``; `VLMConfig` is everything the
+agent runs with and saves: those options plus the prompt and sampling settings every agent kind
+shares, which a run sets as ``agent.history``, ``agent.include_elements`` and
+``agent.temperature`` (`devicerl.agents.factory.AgentSpec`). The rest is fixed in code (the JSON
+action format, the frozen vision tower, the element limit and coordinate decimals in
+`devicerl.agents.vlm_prompt`, adapter naming and endpoints in `devicerl.agents.vlm_remote`) or is
+a keyword of `VLMAgent.from_pretrained` for code that needs it (the instructions, the attention
+kernel, the seed, which a run takes from ``agent.seed``). `config_from_saved` reads the config an
+agent saved, including one saved with options that no longer exist.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ def _opt(default: Any, help: str, **bounds: float) -> Any:
 #: Gemma, SmolLM); vision towers are left out whatever their projections are called.
 DEFAULT_LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
+#: The server's endpoint fields take `ChatConfig`'s defaults and help.
+_CHAT = ChatConfig()
+_CHAT_HELP = {f.name: f.metadata["help"] for f in dataclasses.fields(ChatConfig)}
+
 
 @dataclass
 class VLMLoRA:
@@ -44,7 +51,7 @@ class VLMLoRA:
     target_modules: tuple[str, ...] = _opt(
         DEFAULT_LORA_TARGETS,
         "last names of the linear layers adapted (e.g. q_proj, gate_proj); layers inside the "
-        "vision tower are never adapted unless train_vision is on",
+        "vision tower are never adapted",
     )
 
     def __post_init__(self) -> None:
@@ -57,15 +64,18 @@ class VLMLoRA:
 class VLMServerConfig:
     """Act through an OpenAI-compatible inference server (vLLM, SGLang) instead of locally.
 
-    ``chat.model`` is the served base model's name; each request carries the agent's own
-    temperature and ``max_new_tokens``. After each new policy version the agent writes the new
+    ``model`` is the served base model's name; each request carries the agent's own
+    temperature and ``max_new_tokens``, and the client's timeout, concurrency cap and rate limit
+    are `ChatConfig`'s defaults (`chat`). After each new policy version the agent writes the new
     weights where the server can read them (``weights_dir``) and tells the server to load them:
     with ``sync: lora`` the LoRA adapter, through vLLM's ``/v1/load_lora_adapter``; with
     ``sync: checkpoint`` the whole model, through SGLang's ``/update_weights_from_disk``;
     ``none`` pushes nothing (`devicerl.agents.vlm_remote`).
     """
 
-    chat: ChatConfig = field(default_factory=ChatConfig)
+    base_url: str = _opt(_CHAT.base_url, _CHAT_HELP["base_url"])
+    model: str = _opt(_CHAT.model, _CHAT_HELP["model"])
+    api_key_env: str = _opt(_CHAT.api_key_env, _CHAT_HELP["api_key_env"])
     sync: Literal["lora", "checkpoint", "none"] = _opt(
         "lora", "how new weights reach the server: lora, checkpoint or none"
     )
@@ -74,34 +84,34 @@ class VLMServerConfig:
         "temporary folder; use a shared one when the server runs on another machine)"
     )  # fmt: skip
 
+    @property
+    def chat(self) -> ChatConfig:
+        """The chat client's settings: this server's endpoint, the rest at their defaults."""
+        return ChatConfig(base_url=self.base_url, model=self.model, api_key_env=self.api_key_env)
+
     def validate(self) -> None:
-        self.chat.validate()
-        if not self.chat.model:
-            raise ConfigError("vlm.server.chat.model: name the served base model")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"vlm.server.base_url={self.base_url}: must start with http:// or https://"
+            )
+        if not self.model:
+            raise ConfigError("vlm.server.model: name the served base model")
         if self.sync not in ("lora", "checkpoint", "none"):
             raise ConfigError(f"vlm.server.sync: {self.sync!r} is not lora, checkpoint or none")
 
 
 @dataclass
-class VLMConfig:
-    """A Hugging Face image-text-to-text policy: prompt, decoding, training and serving."""
+class VLMOptions:
+    """The VLM agent as a run configures it (``agent.vlm``): input size, decoding length,
+    training and serving. They replace the saved agent's own (`VLMConfig`); its prompt and
+    sampling settings stay its own unless the run sets ``agent.history``,
+    ``agent.include_elements`` or ``agent.temperature``."""
 
-    output_format: Literal["json", "autoui"] = _opt(
-        "json",
-        'the action text the model writes: json ({"type": ...}, points as [x, y]) or autoui '
-        "(AutoUI's 'Action Plan: ... ; Action Decision: ...', points as [y, x])",
-    )
-    history: int = _opt(4, "previous actions in the prompt", min=0)
-    include_elements: bool = _opt(
-        False, "list the UI elements in the prompt (a phone's screen gives pixels only)"
-    )
     image_size: tuple[int, int] | None = _opt(
         None, "(width, height) the screenshot is resized to before the processor (null: as is)"
     )
     max_new_tokens: int = _opt(64, "longest generated action text, in tokens", min=1)
-    temperature: float = _opt(1.0, "sampling temperature (greedy decoding ignores it)", gt=0)
     lora: VLMLoRA | None = _opt(None, "LoRA adapters; null trains the whole language model")
-    train_vision: bool = _opt(False, "train (or adapt) the vision tower too; off: it stays frozen")
     gradient_checkpointing: bool = _opt(
         False, "recompute activations in the backward pass (less memory, more time)"
     )
@@ -116,27 +126,45 @@ class VLMConfig:
         if isinstance(self.lora, dict):
             self.lora = VLMLoRA(**self.lora)
         if isinstance(self.server, dict):
-            server = dict(self.server)
-            if isinstance(server.get("chat"), dict):
-                server["chat"] = ChatConfig(**server["chat"])
-            self.server = VLMServerConfig(**server)
+            self.server = VLMServerConfig(**self.server)
         if self.image_size is not None:
             self.image_size = (int(self.image_size[0]), int(self.image_size[1]))
             if min(self.image_size) < 1:
                 raise ConfigError(f"vlm.image_size {self.image_size}: sides must be >= 1")
-        if self.temperature <= 0:
-            raise ConfigError("vlm.temperature must be > 0 (use greedy=True for arg-max decoding)")
-        if self.output_format not in ("json", "autoui"):
-            raise ConfigError(f"vlm.output_format: {self.output_format!r} is not json or autoui")
 
     def validate(self) -> None:
         if self.server is not None:
             self.server.validate()
 
+    def apply(self, config: VLMConfig) -> VLMConfig:
+        """``config`` with these options in place of its own."""
+        fields = dataclasses.fields(VLMOptions)
+        return dataclasses.replace(config, **{f.name: getattr(self, f.name) for f in fields})
+
+
+@dataclass
+class VLMConfig(VLMOptions):
+    """A Hugging Face image-text-to-text policy: the run's `VLMOptions` plus its prompt and
+    sampling settings (what a saved agent carries). The model writes one action as JSON and its
+    vision tower stays frozen."""
+
+    history: int = _opt(4, "previous actions in the prompt", min=0)
+    include_elements: bool = _opt(
+        False, "list the UI elements in the prompt (a phone's screen gives pixels only)"
+    )
+    temperature: float = _opt(1.0, "sampling temperature (greedy decoding ignores it)", gt=0)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.temperature <= 0:
+            raise ConfigError("vlm.temperature must be > 0 (use greedy=True for arg-max decoding)")
+
 
 #: Options older agents saved that are now fixed in code or chosen at load time, with the value
 #: the code now uses (None: a load-time choice, any saved value is fine to drop).
 RETIRED = {
+    "output_format": "json",
+    "train_vision": False,
     "max_elements": 30,
     "precision": 3,
     "system_role": None,
@@ -151,6 +179,9 @@ RETIRED_SERVER = {
     "checkpoint_endpoint": None,
     "token_ids": None,
 }
+#: Older agents saved the server's endpoint as a nested ``chat`` block (a whole `ChatConfig`);
+#: these of its keys are the server's own fields now, the others are dropped.
+SERVER_CHAT_KEYS = ("base_url", "model", "api_key_env")
 
 
 def _known(cls: type, data: dict[str, Any], retired: dict[str, Any], where: str) -> dict[str, Any]:
@@ -186,10 +217,14 @@ def config_from_saved(data: dict[str, Any]) -> VLMConfig:
         out["lora"] = lora_from_saved(out["lora"])
     server = out.get("server")
     if isinstance(server, dict):
+        server = dict(server)
+        chat = server.pop("chat", None)
+        if isinstance(chat, dict):  # the older nested layout
+            for key in SERVER_CHAT_KEYS:
+                if key in chat:
+                    server.setdefault(key, chat[key])
+        elif chat is not None:
+            raise ConfigError(f"vlm.server.chat: {type(chat).__name__}, not a mapping")
         server = _known(VLMServerConfig, server, RETIRED_SERVER, "vlm.server.")
-        chat = server.get("chat")
-        if isinstance(chat, dict):  # chat options come and go with the chat client's
-            fields = {f.name for f in dataclasses.fields(ChatConfig)}
-            server["chat"] = ChatConfig(**{k: v for k, v in chat.items() if k in fields})
         out["server"] = VLMServerConfig(**server)
     return VLMConfig(**out)

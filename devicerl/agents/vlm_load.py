@@ -4,8 +4,8 @@
   processor of Qwen-VL and SmolVLM processors with torchvision; where torchvision is missing
   (CPU machines with a CPU-only torch) the same processor class is built without its video
   part, which a policy over screenshots never uses.
-- `vision_module_names` / `lora_targets`: which modules belong to the vision tower (frozen by
-  default) and which linear layers LoRA adapts (the configured names outside the vision tower).
+- `is_vision_module` / `lora_targets`: which modules belong to the vision tower (always frozen)
+  and which linear layers LoRA adapts (the configured names outside the vision tower).
 - `write_adapter`: a LoRA adapter folder in peft's layout (``adapter_config.json`` +
   ``adapter_model.safetensors``) from published weights alone, so an agent that acts through a
   server writes what vLLM's ``/v1/load_lora_adapter`` loads without holding the model.
@@ -97,17 +97,17 @@ def is_vision_module(name: str) -> bool:
     return any(part in VISION_NAMES for part in name.split("."))
 
 
-def lora_targets(model: nn.Module, lora: VLMLoRA, vision: bool = False) -> list[str]:
+def lora_targets(model: nn.Module, lora: VLMLoRA) -> list[str]:
     """Full names of the linear layers LoRA adapts: last name in ``lora.target_modules``,
-    outside the vision tower unless ``vision``. Full names keep peft from matching a vision
-    layer that shares a language layer's last name (SigLIP's ``q_proj``)."""
+    outside the vision tower. Full names keep peft from matching a vision layer that shares a
+    language layer's last name (SigLIP's ``q_proj``)."""
     wanted = set(lora.target_modules)
     out = [
         name
         for name, module in model.named_modules()
         if isinstance(module, nn.Linear)
         and name.rsplit(".", 1)[-1] in wanted
-        and (vision or not is_vision_module(name))
+        and not is_vision_module(name)
     ]
     if not out:
         raise ConfigError(

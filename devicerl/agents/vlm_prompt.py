@@ -1,10 +1,10 @@
 """The vision-language agent's prompt and action text, written once for local and served models.
 
 A step's prompt is two chat messages: a system message (the action space, generated from
-`devicerl.agents.prompt.ACTION_DOCS` with examples written by the chosen action codec, so the
-prompt and the parser cannot drift apart) and a user message holding the screenshot and the text
+`devicerl.agents.prompt.ACTION_DOCS` with examples written by `format_action`, so the prompt and
+the parser cannot drift apart) and a user message holding the screenshot and the text
 ``Instruction: ...`` / ``Previous actions: ...`` (the last ``history`` of
-``Observation.previous_actions``, written in the output format) / optionally ``UI elements: ...``
+``Observation.previous_actions``, written as action texts) / optionally ``UI elements: ...``
 (at most `MAX_ELEMENTS`) / ``Next action:``. The model's chat template turns them into tokens,
 so any family's own format (Qwen's ``<|im_start|>``, Idefics3's ``User:``, Gemma's
 ``<start_of_turn>``) is respected.
@@ -13,11 +13,10 @@ Chat templates without a system role (one that raises on a system message or dro
 the instructions at the top of the user message instead: `template_keeps_system` tries the
 processor's template once.
 
-Two output formats: ``json`` (the default), one object as `Action.to_dict` writes it with
-coordinates rounded to `PRECISION` decimals, points as ``[x, y]`` and a tap's lift point left out
-(``{"type": "DUAL_POINT", "touch": [0.25, 0.5]}``); ``autoui``, AutoUI's text
-(`format_autoui`, points as ``[y, x]``). Parsing never raises: text without a readable action
-becomes an invalid action carrying the text and the reason.
+The model writes one action as JSON, one object as `Action.to_dict` writes it with coordinates
+rounded to `PRECISION` decimals, points as ``[x, y]`` and a tap's lift point left out
+(``{"type": "DUAL_POINT", "touch": [0.25, 0.5]}``). Parsing never raises: text without a
+readable action becomes an invalid action carrying the text and the reason.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from devicerl.actions import Action, ActionType, format_autoui, parse_autoui
+from devicerl.actions import Action, ActionType
 from devicerl.agents.prompt import ACTION_DOCS
 from devicerl.errors import DataError
 from devicerl.records import Observation
@@ -38,7 +37,8 @@ PRECISION = 3
 #: Longest UI element list in a prompt (with ``include_elements``).
 MAX_ELEMENTS = 30
 
-#: What the JSON format says of the two action types whose fields differ from AutoUI's text.
+#: What the instructions say of the two action types whose JSON fields differ from the fields
+#: `ACTION_DOCS` describes (AutoUI's text: touch_point, typed_text, points as [y, x]).
 _JSON_SUMMARIES = {
     ActionType.DUAL_POINT: (
         "Touch the screen at touch and lift at lift. A tap gives touch only; a swipe gives both "
@@ -50,7 +50,7 @@ _JSON_SUMMARIES = {
 
 
 # -- action text ----------------------------------------------------------------------------------
-def format_json(action: Action) -> str:
+def format_action(action: Action) -> str:
     """An action as the JSON the model writes: `Action.to_dict` with rounded coordinates and no
     lift point for a tap. An invalid action is written back as its raw text."""
     if action.type is ActionType.INVALID:
@@ -66,7 +66,7 @@ def format_json(action: Action) -> str:
     return json.dumps(d, ensure_ascii=False)
 
 
-def parse_json(text: str) -> Action:
+def parse_action(text: str) -> Action:
     """The first JSON object in ``text`` read as an action (`Action.from_dict`). Never raises:
     anything else becomes an invalid action with the text and the reason."""
     if not isinstance(text, str):
@@ -92,48 +92,28 @@ def parse_json(text: str) -> Action:
     return Action.invalid(text, reason)
 
 
-def format_action(action: Action, output_format: str) -> str:
-    """The canonical text of ``action`` in the output format."""
-    if output_format == "autoui":
-        return format_autoui(action, precision=PRECISION)
-    return format_json(action)
-
-
-def parse_action(text: str, output_format: str) -> Action:
-    """Model output to an `Action` (never raises)."""
-    return parse_autoui(text) if output_format == "autoui" else parse_json(text)
-
-
 # -- prompt ---------------------------------------------------------------------------------------
-def system_text(output_format: str = "json") -> str:
-    """The instructions: the task, the action space with codec-written examples, the format."""
+def system_text() -> str:
+    """The instructions: the task, the action space with examples written by `format_action`,
+    the format."""
     lines = [
         "You operate a device (a phone or a web page) to carry out the user's instruction. You "
         "see a screenshot of the current screen. Choose the single next action.",
         "Actions (reply with exactly one, in this format):",
     ]
     for doc in ACTION_DOCS:
-        summary = doc.summary
-        if output_format == "json":
-            summary = _JSON_SUMMARIES.get(doc.type, summary)
+        summary = _JSON_SUMMARIES.get(doc.type, doc.summary)
         lines.append(f"- {doc.type.value}: {summary}")
-        lines += [f"  Example: {format_action(a, output_format)}" for a in doc.examples]
-    if output_format == "json":
-        lines.append("Reply with the JSON object only.")
-    else:
-        lines.append(
-            "Start your reply with 'Action Plan: [...] ; Action Decision: ' followed by the "
-            "action's fields exactly as in the examples."
-        )
+        lines += [f"  Example: {format_action(a)}" for a in doc.examples]
+    lines.append("Reply with the JSON object only.")
     return "\n".join(lines)
 
 
-def elements_lines(obs: Observation, output_format: str, limit: int = MAX_ELEMENTS) -> str:
-    """One line per UI element: role, text, value, flags and centre (in the format's order)."""
+def elements_lines(obs: Observation, limit: int = MAX_ELEMENTS) -> str:
+    """One line per UI element: role, text, value, flags and centre (``[x, y]``)."""
     out = []
     for el in obs.elements[:limit]:
-        x, y = obs.to_normalised(*el.center)
-        point = [y, x] if output_format == "autoui" else [x, y]
+        point = obs.to_normalised(*el.center)
         flags = [n for n, on in (("editable", el.editable), ("focused", el.focused)) if on]
         value = f" value={el.value!r}" if el.value else ""
         out.append(
@@ -145,16 +125,14 @@ def elements_lines(obs: Observation, output_format: str, limit: int = MAX_ELEMEN
     return "\n".join(out)
 
 
-def user_text(
-    obs: Observation, output_format: str = "json", history: int = 4, include_elements: bool = False
-) -> str:
+def user_text(obs: Observation, history: int = 4, include_elements: bool = False) -> str:
     """The per-step text: instruction, previous actions, optionally the elements."""
     prev = list(obs.previous_actions)[-history:] if history > 0 else []
-    texts = [format_action(a, output_format)[:MAX_PREVIOUS_CHARS] for a in prev]
+    texts = [format_action(a)[:MAX_PREVIOUS_CHARS] for a in prev]
     parts = [f"Instruction: {obs.instruction}"]
     parts.append("Previous actions:" + ("".join(f"\n{t}" for t in texts) if texts else " none"))
     if include_elements and obs.elements:
-        parts.append("UI elements:\n" + elements_lines(obs, output_format))
+        parts.append("UI elements:\n" + elements_lines(obs))
     parts.append("Next action:")
     return "\n".join(parts)
 

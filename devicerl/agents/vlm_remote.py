@@ -24,7 +24,7 @@ the version it was served by (``extras["policy_version"]``), which is the agent'
 
 A request that fails after the client's retries becomes an invalid action carrying the reason;
 401/403 stop the run (`ChatAuthError`). The API key comes from the environment variable the
-chat config names and is scrubbed from every error.
+server config names (``api_key_env``) and is scrubbed from every error.
 """
 
 from __future__ import annotations
@@ -87,11 +87,11 @@ class ServedPolicy:
         self.client = ChatClient(config.chat)
         import httpx
 
-        self._http = httpx.Client(timeout=config.chat.timeout_s)
+        self._http = httpx.Client(timeout=self.client.config.timeout_s)
         self._own_dir = config.weights_dir is None
         root = config.weights_dir or tempfile.mkdtemp(prefix="devicerl-weights-")
         self.weights_dir = Path(root)
-        self.served = config.chat.model  # the model name requests use
+        self.served = config.model  # the model name requests use
         #: Adapter names of this copy: a learner's actor and a collector's copy may share a
         #: server, each with its own adapters.
         self.prefix = f"{ADAPTER_PREFIX}-{uuid.uuid4().hex[:6]}"
@@ -159,7 +159,7 @@ class ServedPolicy:
             extras["rescored"] = "cut at max_new_tokens (server log-prob kept)"
         elif "token_ids" in extras and ids != self.agent.target_ids(text):
             extras["rescored"] = "retokenized (server log-prob kept)"
-        action = parse_action(text, self.agent.config.output_format)
+        action = parse_action(text)
         return ActionSample(action, text, log_prob, extras)
 
     def act(self, observations: Sequence[Observation], greedy: bool) -> list[ActionSample]:
@@ -242,7 +242,7 @@ class ServedPolicy:
     def url(self, endpoint: str) -> str:
         """``endpoint`` under the base URL (``/v1/...``), or from the server root when it
         starts with ``/``."""
-        base = self.config.chat.base_url.rstrip("/")
+        base = self.config.base_url.rstrip("/")
         if endpoint.startswith("/"):
             parts = urlsplit(base)
             return f"{parts.scheme}://{parts.netloc}{endpoint}"
@@ -251,7 +251,7 @@ class ServedPolicy:
     def _post(self, endpoint: str, body: dict[str, Any]) -> None:
         url = self.url(endpoint)
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.config.chat.api_key_env, "")
+        key = os.environ.get(self.config.api_key_env, "")
         if key:
             headers["Authorization"] = f"Bearer {key}"
         try:

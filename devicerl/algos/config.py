@@ -82,11 +82,9 @@ class CriticConfig:
         default=64,
         metadata={"help": "samples per minibatch", "min": 1, "max_key": "replay_capacity"},
     )
-    instruction_updates: int = field(
-        default=5, metadata={"help": "instruction-critic updates per iteration", "min": 0}
-    )
-    step_updates: int = field(
-        default=5, metadata={"help": "step-critic updates per iteration", "min": 0}
+    updates: int = field(
+        default=5,
+        metadata={"help": "updates of each critic (instruction, step) per iteration", "min": 0},
     )
     d_model: int = field(default=64, metadata={"help": "critic encoder width", "min": 1})
 
@@ -228,11 +226,9 @@ class GRPOConfig:
 
 @dataclass
 class GiGPOConfig:
-    """GiGPO's step-level groups (arXiv 2505.10978: omega 1, gamma 0.95)."""
+    """GiGPO's step-level groups (arXiv 2505.10978: gamma 0.95; the step advantage's weight
+    omega is the paper's 1)."""
 
-    step_weight: float = field(
-        default=1.0, metadata={"help": "omega: weight of the step-level advantage", "min": 0}
-    )
     gamma: float = field(
         default=0.95,
         metadata={

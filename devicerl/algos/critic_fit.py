@@ -86,18 +86,25 @@ class Critics:
         train, heldout = split_heldout(data)
         return {**self.fit(train or data), **self.diagnostics(heldout)}
 
-    def fit(self, data: Sequence[Trajectory]) -> dict[str, float]:
+    def fit(
+        self,
+        data: Sequence[Trajectory],
+        instruction_updates: int | None = None,
+        step_updates: int | None = None,
+    ) -> dict[str, float]:
+        """Minibatch updates of the instruction critic, then of the step critic (each
+        ``config.updates`` unless given)."""
         cc = self.config
         instr_losses, step_losses = [], []
         self.instr.train()
         self.step.train()
-        for _ in range(cc.instruction_updates):
+        for _ in range(cc.updates if instruction_updates is None else instruction_updates):
             batch = self.grad_sync.shard([self.rng.choice(data) for _ in range(cc.batch_size)])
             logits = self.instr([t.steps[0].observation for t in batch]).squeeze(-1)
             target = torch.tensor([float(t.success) for t in batch], device=logits.device)
             instr_losses.append(self._fit(self.instr, self.instr_opt, value_bce(logits, target)))
         steps = [(t, i) for t in data for i in range(t.length)]
-        for _ in range(cc.step_updates):
+        for _ in range(cc.updates if step_updates is None else step_updates):
             batch = self.grad_sync.shard([self.rng.choice(steps) for _ in range(cc.batch_size)])
             logits = self.step([t.steps[i].observation for t, i in batch])
             target = torch.tensor([float(t.success) for t, _ in batch], device=logits.device)

@@ -5,7 +5,7 @@ advantages: within a group, the steps whose observations are identical (anchor s
 instruction, UI elements and pixels, `devicerl.algos.selection.anchor_key`) form a step group;
 a step's discounted return from there, R_t = sum_k gamma^k r_{t+k}, is compared within its step
 group, A^S = (R_t - mean) / std (alone in its group: 0), and each step's advantage becomes
-A = A^E + omega A^S (eq. 7; ``step_weight`` omega 1 and ``gamma`` 0.95 as the paper).
+A = A^E + omega A^S (eq. 7, with the paper's omega = 1; ``gamma`` 0.95 as the paper).
 """
 
 from __future__ import annotations
@@ -31,5 +31,5 @@ class GiGPO(GRPO):
     ) -> None:
         super().__init__(actor, config, actor_config, seed)
         after = next(i for i, s in enumerate(self.selection) if isinstance(s, EveryStep)) + 1
-        steps = StepAdvantages(step_config.step_weight, step_config.gamma, config.normalise)
+        steps = StepAdvantages(step_config.gamma, config.normalise)
         self.selection.insert(after, steps)

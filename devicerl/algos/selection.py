@@ -322,11 +322,10 @@ def anchor_key(obs: Observation) -> tuple[Any, ...]:
 class StepAdvantages:
     """GiGPO's step-level advantage, added to each sample's episode advantage: the steps of a
     group whose observations are identical (`anchor_key`) form a step group, and each step's
-    discounted return is compared within it, weighted by ``step_weight``
-    (`devicerl.algos.group_formulas.step_group_advantages`). Counted: the share of steps in a
+    discounted return is compared within it (`devicerl.algos.group_formulas.step_group_advantages`)
+    and added with weight 1, the paper's omega. Counted: the share of steps in a
     step group of two or more."""
 
-    step_weight: float
     gamma: float
     normalise: bool
 
@@ -350,7 +349,7 @@ class StepAdvantages:
                 for i, a in enumerate(adv.tolist()):
                     bonus[(id(t), i)] = a
         for s in sel.samples:
-            s.advantage += self.step_weight * bonus.get((id(s.trajectory), s.index), 0.0)
+            s.advantage += bonus.get((id(s.trajectory), s.index), 0.0)
         sel.stats["train/step_groups_frac"] = shared / total if total else math.nan
         return sel
 

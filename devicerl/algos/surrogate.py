@@ -135,9 +135,9 @@ class ClippedSurrogate:
         clipped.extend(held.float().tolist())
         total = loss.mean()
         if ref:
-            kl = kl_k3(logp, as_tensor(ref))
-            kls.append(float(kl.mean()))
-            total = total + float(self.grpo.kl_coef or 0.0) * kl.mean()
+            kl = kl_k3(logp, as_tensor(ref)).mean()
+            kls.append(kl.item())
+            total = total + float(self.grpo.kl_coef or 0.0) * kl
         if beta > 0:
             entropy = self.actor.entropy(observations_of(self.actor, batch)).mean()
             total = total - beta * entropy

@@ -67,9 +67,6 @@ class ChatConfig:
     timeout_s: float = field(
         default=60.0, metadata={"help": "per-request timeout (seconds)", "gt": 0}
     )
-    max_retries: int = field(
-        default=4, metadata={"help": "retries after the first attempt", "min": 0}
-    )
     max_concurrency: int = field(
         default=8, metadata={"help": "requests in flight at once", "min": 1}
     )
@@ -80,8 +77,8 @@ class ChatConfig:
     def validate(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"chat.base_url={self.base_url}: must start with http:// or https://")
-        if self.max_concurrency < 1 or self.max_retries < 0 or self.timeout_s <= 0:
-            raise ConfigError("max_concurrency >= 1, max_retries >= 0 and timeout_s > 0 required")
+        if self.max_concurrency < 1 or self.timeout_s <= 0:
+            raise ConfigError("max_concurrency >= 1 and timeout_s > 0 required")
         if self.requests_per_minute is not None and self.requests_per_minute <= 0:
             raise ConfigError("requests_per_minute must be > 0 (null: unlimited)")
 
@@ -164,9 +161,11 @@ def text_part(text: str) -> dict[str, Any]:
 class ChatClient:
     """Thread-safe chat-completions client with concurrency cap, rate limit and retries.
 
-    Retries wait ``backoff_s`` seconds, doubling each time up to ``backoff_max_s`` (jittered;
-    a server's ``Retry-After`` is honoured)."""
+    A request is retried up to ``max_retries`` times after its first attempt; retries wait
+    ``backoff_s`` seconds, doubling each time up to ``backoff_max_s`` (jittered; a server's
+    ``Retry-After`` is honoured)."""
 
+    max_retries = 4
     backoff_s = 1.0
     backoff_max_s = 30.0
     #: request defaults (a call's own ``temperature`` / ``max_tokens`` win)
@@ -180,8 +179,13 @@ class ChatClient:
         *,
         backoff_s: float | None = None,
         temperature: float | None = None,
+        max_retries: int | None = None,
     ) -> None:
         config.validate()
+        if max_retries is not None:
+            if max_retries < 0:
+                raise ConfigError(f"max_retries={max_retries}: must be >= 0")
+            self.max_retries = max_retries
         register(config.api_key_env)
         self.config = config
         if backoff_s is not None:
@@ -228,7 +232,7 @@ class ChatClient:
         t0 = time.perf_counter()
         import httpx
 
-        for attempt in range(self.config.max_retries + 1):
+        for attempt in range(self.max_retries + 1):
             retry_after = None
             with self._sem:
                 self._bucket.acquire()
@@ -265,7 +269,7 @@ class ChatClient:
                         status,
                         attempt + 1,
                     )
-            if attempt < self.config.max_retries:
+            if attempt < self.max_retries:
                 with self._lock:
                     self.stats.retries += 1
                 delay = self._delay(attempt, retry_after)
@@ -274,9 +278,9 @@ class ChatClient:
         with self._lock:
             self.stats.failures += 1
         raise ChatError(
-            f"{url}: gave up after {self.config.max_retries + 1} attempts: {last}",
+            f"{url}: gave up after {self.max_retries + 1} attempts: {last}",
             status,
-            self.config.max_retries + 1,
+            self.max_retries + 1,
         )
 
     def _auth_message(self, url: str, status: int) -> str:

@@ -1,13 +1,10 @@
-"""A bounded replay buffer of whole trajectories: FIFO eviction, eviction by policy lag, and
-resumable state.
+"""A bounded replay buffer of whole trajectories: FIFO eviction and resumable state.
 
 Trajectory-level RL (DigiRL's critics and filters) needs whole episodes, so the buffer holds
 `Trajectory` objects; learners draw their own minibatches from its contents (seeded by the
-learner). ``max_lag`` makes the trainer's policy-lag limit hold inside the buffer too:
-`evict_stale` drops every trajectory acted by a policy ``max_lag`` or more versions older than
-the current one, so nothing older is ever trained on. Its `state_dict` holds pointers (episode
-ids) rather than data: with the run's `TrajectoryStore`, a trainer restores the exact buffer
-after a restart without saving the episodes twice.
+learner). Its `state_dict` holds pointers (episode ids) rather than data: with the run's
+`TrajectoryStore`, a trainer restores the exact buffer after a restart without saving the
+episodes twice.
 """
 
 from __future__ import annotations
@@ -28,36 +25,24 @@ if TYPE_CHECKING:
 
 class ReplayBuffer:
     """At most ``capacity`` trajectories (and, if set, at most ``max_steps`` steps in total);
-    the oldest go first; with ``max_lag``, `evict_stale` also drops too-old policies' data."""
+    the oldest go first."""
 
-    def __init__(
-        self, capacity: int, *, max_steps: int | None = None, max_lag: int | None = None
-    ) -> None:
+    def __init__(self, capacity: int, *, max_steps: int | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"replay capacity must be >= 1, got {capacity}")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"replay max_steps must be >= 1, got {max_steps}")
-        if max_lag is not None and max_lag < 1:
-            raise ValueError(f"replay max_lag must be >= 1, got {max_lag}")
         self.capacity = capacity
         self.max_steps = max_steps
-        self.max_lag = max_lag
         self._items: deque[Trajectory] = deque()
         self._num_steps = 0
         self.total_added = 0
         self.total_evicted = 0
-        self.total_stale = 0
-        #: episode ids exempt from the lag limit: offline data the run was given to learn from
-        #: (acted by other policies by definition), as opposed to what it collected itself
-        self._offline: set[str] = set()
 
     # -- contents ---------------------------------------------------------------------------
-    def add(self, trajectory: Trajectory, *, offline: bool = False) -> list[Trajectory]:
-        """Append one trajectory (``offline``: given data, exempt from `evict_stale`); returns
-        the trajectories evicted to make room."""
+    def add(self, trajectory: Trajectory) -> list[Trajectory]:
+        """Append one trajectory; returns the trajectories evicted to make room."""
         self._items.append(trajectory)
-        if offline:
-            self._offline.add(trajectory.episode_id)
         self._num_steps += trajectory.length
         self.total_added += 1
         evicted = []
@@ -66,7 +51,6 @@ class ReplayBuffer:
         ):
             old = self._items.popleft()
             self._num_steps -= old.length
-            self._offline.discard(old.episode_id)
             evicted.append(old)
         self.total_evicted += len(evicted)
         return evicted
@@ -87,26 +71,7 @@ class ReplayBuffer:
 
     def clear(self) -> None:
         self._items.clear()
-        self._offline.clear()
         self._num_steps = 0
-
-    def evict_stale(self, version: int) -> list[Trajectory]:
-        """Drop every collected (not offline) trajectory whose policy lag (``version`` minus
-        the oldest version that acted in it) is ``max_lag`` or more; returns them. No-op
-        without ``max_lag``."""
-        if self.max_lag is None:
-            return []
-        stale = [
-            t
-            for t in self._items
-            if version - t.policy_version >= self.max_lag and t.episode_id not in self._offline
-        ]
-        if stale:
-            ids = {id(t) for t in stale}
-            self._items = deque(t for t in self._items if id(t) not in ids)
-            self._num_steps -= sum(t.length for t in stale)
-            self.total_stale += len(stale)
-        return stale
 
     # -- resume -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -114,12 +79,9 @@ class ReplayBuffer:
         return {
             "capacity": self.capacity,
             "max_steps": self.max_steps,
-            "max_lag": self.max_lag,
             "episode_ids": [t.episode_id for t in self._items],
             "total_added": self.total_added,
             "total_evicted": self.total_evicted,
-            "total_stale": self.total_stale,
-            "offline_ids": sorted(self._offline),
         }
 
     def load_state_dict(
@@ -147,15 +109,12 @@ class ReplayBuffer:
             )
         self.capacity = int(state["capacity"])
         self.max_steps = state.get("max_steps")
-        self.max_lag = state.get("max_lag", self.max_lag)
         self.clear()
         for t in trajectories:
             self._items.append(t)
             self._num_steps += t.length
         self.total_added = int(state["total_added"])
         self.total_evicted = int(state["total_evicted"])
-        self.total_stale = int(state.get("total_stale", 0))
-        self._offline = set(state.get("offline_ids", []))
 
     @classmethod
     def from_store(

@@ -1,16 +1,15 @@
 """Judge configuration: one key (``judge.kind``) picks the task-native or the VLM judge
-(`devicerl.judges.factory` builds it).
+(`devicerl.judges.factory` builds it). An episode the judge cannot tell about (an unknown
+verdict) stays out of training (`devicerl.judges.runner`).
 
 Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ...``)::
 
     judge:
       kind: vlm                 # native | vlm
       per_step: false           # judge every step (DigiRL) or only the finished episode
-      on_unknown: drop          # drop | native: what to do when the judge cannot tell
       chat: {base_url: http://127.0.0.1:8000/v1, model: Qwen2-VL-7B-Instruct,
              api_key_env: OPENAI_API_KEY, requests_per_minute: 60, max_concurrency: 4}
-      vlm: {last_k: 3, few_shot: judges/examples.yaml,
-            cache_path: ~/.cache/devicerl/judge-cache.sqlite}
+      vlm: {few_shot: judges/examples.yaml, cache_path: ~/.cache/devicerl/judge-cache.sqlite}
 """
 
 from __future__ import annotations
@@ -26,11 +25,9 @@ DEFAULT_CACHE = "~/.cache/devicerl/judge-cache.sqlite"
 
 @dataclass
 class VLMJudgeConfig:
-    """What the VLM judge shows the model and where it keeps its verdicts."""
+    """The VLM judge's few-shot examples and where it keeps its verdicts (it shows the last
+    `devicerl.judges.vlm.LAST_SCREENS` screens)."""
 
-    last_k: int = field(
-        default=3, metadata={"help": "screenshots shown (the last k screens)", "min": 1}
-    )
     few_shot: str = field(
         default="", metadata={"help": "few-shot examples: a manifest (YAML/JSON) or a folder"}
     )
@@ -49,10 +46,6 @@ class JudgeConfig:
     per_step: bool = field(
         default=False,
         metadata={"help": "judge each step in order and cut the episode at the first success"},
-    )
-    on_unknown: Literal["drop", "native"] = field(
-        default="drop",
-        metadata={"help": "unknown verdicts: drop the episode from training, or use native"},
     )
     chat: ChatConfig = field(default_factory=ChatConfig)
     vlm: VLMJudgeConfig = field(default_factory=VLMJudgeConfig)

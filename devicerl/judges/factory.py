@@ -23,6 +23,5 @@ def make_runner(config: JudgeConfig, judge: Judge | None = None) -> JudgeRunner:
     return JudgeRunner(
         judge or make_judge(config),
         per_step=config.per_step,
-        on_unknown=config.on_unknown,
         workers=config.n_workers,
     )

@@ -5,12 +5,9 @@ a thread pool (sized to the judge client's concurrency cap) judges in the backgr
 `poll` hands back whatever is done, without waiting. The devices keep producing while a VLM
 takes seconds per verdict; only the labelled output lags behind.
 
-Unknown verdicts (the judge could not tell) are never silently counted as failures;
-``on_unknown`` says what happens to them:
-- ``"drop"``: the trajectory comes back with ``usable=False`` and its native labels untouched;
-  keep it in the store for inspection but out of training and success statistics.
-- ``"native"``: fall back to the task-native check (``fallback=True``; the judge's reason is kept
-  in ``Judgement.replaced_unknown``). Needs a device with its own success check.
+Unknown verdicts (the judge could not tell) are never silently counted as failures: the
+trajectory comes back with ``usable=False`` and its native labels untouched, to keep in the store
+for inspection but out of training and success statistics; `RunnerStats` counts them.
 """
 
 from __future__ import annotations
@@ -25,12 +22,9 @@ from dataclasses import dataclass
 from devicerl.errors import AuthError
 from devicerl.judges.apply import apply_verdict, judge_trajectory
 from devicerl.judges.base import Judge, Verdict
-from devicerl.judges.native import NativeJudge
 from devicerl.records import Trajectory
 
 log = logging.getLogger(__name__)
-
-ON_UNKNOWN = ("drop", "native")
 
 
 @dataclass
@@ -40,7 +34,6 @@ class Judged:
     trajectory: Trajectory
     verdict: Verdict
     usable: bool
-    fallback: bool = False
 
 
 @dataclass
@@ -49,9 +42,8 @@ class RunnerStats:
     judged: int = 0
     success: int = 0
     failure: int = 0
-    unknown: int = 0  #: verdicts the judge could not give (before any fallback)
+    unknown: int = 0  #: verdicts the judge could not give
     dropped: int = 0  #: handed back with usable=False
-    fallbacks: int = 0  #: labelled by the native check instead
     steps_cut: int = 0  #: steps removed after a per-step success
     judge_time_s: float = 0.0
 
@@ -64,16 +56,11 @@ class JudgeRunner:
         judge: Judge,
         *,
         per_step: bool = False,
-        on_unknown: str = "drop",
         workers: int = 4,
     ) -> None:
-        if on_unknown not in ON_UNKNOWN:
-            raise ValueError(f"on_unknown must be one of {ON_UNKNOWN}, got {on_unknown!r}")
         self.judge = judge
         self.per_step = per_step
-        self.on_unknown = on_unknown
         self.stats = RunnerStats()
-        self._native = NativeJudge()
         self._pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix="judge")
         self._done: queue.SimpleQueue[Judged] = queue.SimpleQueue()
         self._pending = 0
@@ -144,12 +131,6 @@ class JudgeRunner:
         return Judged(trajectory, verdict, usable=True)
 
     def _unknown(self, trajectory: Trajectory, verdict: Verdict) -> Judged:
-        if self.on_unknown == "native":
-            native = judge_trajectory(self._native, trajectory, self.per_step)
-            apply_verdict(trajectory, native)
-            assert trajectory.judgement is not None
-            trajectory.judgement.replaced_unknown = verdict.to_dict()
-            return Judged(trajectory, native, usable=not native.is_unknown, fallback=True)
         apply_verdict(trajectory, verdict)
         return Judged(trajectory, verdict, usable=False)
 
@@ -158,8 +139,7 @@ class JudgeRunner:
         s.judged += 1
         s.judge_time_s += seconds
         judgement = judged.trajectory.judgement
-        s.unknown += judged.fallback or judged.verdict.is_unknown
-        s.fallbacks += judged.fallback
+        s.unknown += judged.verdict.is_unknown
         s.dropped += not judged.usable
         s.steps_cut += judgement.cut_steps if judgement is not None else 0
         if judged.usable:

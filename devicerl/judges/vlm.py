@@ -1,10 +1,10 @@
 """The VLM judge: a vision-language model decides success from the last screenshots.
 
-The model sees the task, the actions taken and the last ``k`` screens (plus optional few-shot
-examples) through any OpenAI-compatible chat endpoint (vLLM, hosted APIs, Gemini's compatible
-endpoint) and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared `ChatClient`
-provides the rate limit, the concurrency cap and bounded retries; the key comes from an
-environment variable.
+The model sees the task, the actions taken and the last `LAST_SCREENS` screens (plus optional
+few-shot examples) through any OpenAI-compatible chat endpoint (vLLM, hosted APIs, Gemini's
+compatible endpoint) and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared
+`ChatClient` provides the rate limit, the concurrency cap and bounded retries; the key comes
+from an environment variable.
 
 Every call is keyed by a hash of the model, sampling parameters, prompt, examples and images and
 looked up in a persistent `VerdictCache` first: judging the same screens again sends nothing.
@@ -42,8 +42,8 @@ class VLMJudgeStats:
     unknown: int = 0
 
 
-#: The most recent actions the prompt lists.
-MAX_ACTIONS = 20
+#: The most recent actions the prompt lists; the most recent screens it shows.
+MAX_ACTIONS, LAST_SCREENS = 20, 3
 #: How screenshots are encoded in requests.
 IMAGE_FORMAT = "png"
 
@@ -98,12 +98,11 @@ class VLMJudge(Judge):
 
     def _ask(self, trajectory: Trajectory, index: int) -> Verdict:
         self._count(calls=1)
-        cfg = self.config
         after = observation_after(trajectory, index)
         if after is None or after.screenshot is None:  # judging an older screen would mislead
             return Verdict.unknown(f"no screenshot after step {index} (device not rendering?)")
         screens = [o.screenshot for o in screens_until(trajectory, index)]
-        shown = [s for s in screens if s is not None][-cfg.last_k :]
+        shown = [s for s in screens if s is not None][-LAST_SCREENS:]
         steps = trajectory.steps[max(0, index + 1 - MAX_ACTIONS) : index + 1]
         actions = [s.action.describe() for s in steps]
         messages = build_prompt(trajectory.instruction, actions, shown, self.examples)

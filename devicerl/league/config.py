@@ -130,9 +130,6 @@ class LeagueConfig:
     generalist: str = field(
         default="", metadata={"help": "the policy the regression gate watches (empty: none)"}
     )
-    learner_shards: int = field(
-        default=0, metadata={"help": "learner processes (0: in the trainer)", "min": 0}
-    )
 
 
 @dataclass

@@ -3,6 +3,7 @@ trainer, learner replicas on other processes and benchmarks share it."""
 
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -39,3 +40,10 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def set_torch_threads() -> None:
+    """One torch CPU thread, which leaves the other cores to the devices, unless the environment
+    sets ``OMP_NUM_THREADS`` (torch's own way to choose: then torch's default stands)."""
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(1)

@@ -5,9 +5,9 @@ devicerl components use are listed in `KNOWN_METRICS`. ``step`` is the number of
 steps collected so far (the x axis every learning curve shares). ``metrics.jsonl`` is what
 `devicerl view` plots; it survives without TensorBoard or W&B.
 
-W&B is off unless ``LoggingConfig.wandb`` is set; it is imported only then, reads its API key
-from the ``WANDB_API_KEY`` environment variable (never from a config) and gets the run config
-with secrets redacted.
+W&B is off unless ``LoggingConfig.wandb_project`` names a project; it is imported only then,
+reads its API key from the ``WANDB_API_KEY`` environment variable (never from a config) and
+gets the run config with secrets redacted.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ KNOWN_METRICS: dict[str, str] = {
     "train/critic_brier": "DigiRL: step critic's Brier score on held-out trajectories' steps",
     "train/critic_accuracy": "DigiRL: step critic's accuracy (V > 0.5 vs success), held out",
     "train/instr_critic_auc": "DigiRL: instruction critic's ROC AUC on held-out trajectories",
-    "train/replay_evicted_stale": "replay trajectories evicted for policy lag this iteration",
     "eval/success_rate": "success rate on the evaluation tasks",
     "time/elapsed_s": "wall-clock seconds since the run started",
 }
@@ -65,10 +64,12 @@ class LoggingConfig:
     """Where metrics go (embed in a command's config as ``logging``)."""
 
     tensorboard: bool = field(default=True, metadata={"help": "write TensorBoard events to tb/"})
-    wandb: bool = field(default=False, metadata={"help": "also log to Weights & Biases"})
-    wandb_project: str = field(
-        default="devicerl",
-        metadata={"help": "W&B project (entity, mode: W&B's own WANDB_ENTITY, WANDB_MODE)"},
+    wandb_project: str | None = field(
+        default=None,
+        metadata={
+            "help": "also log to this Weights & Biases project (null: no W&B; entity and mode: "
+            "W&B's own WANDB_ENTITY, WANDB_MODE)"
+        },
     )
 
 
@@ -95,7 +96,7 @@ class MetricsLogger:
         self._lock = threading.Lock()
         self._jsonl = open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         self._tb = self._open_tensorboard() if self.config.tensorboard else None
-        self._wandb = self._open_wandb(run_config) if self.config.wandb else None
+        self._wandb = self._open_wandb(run_config) if self.config.wandb_project else None
 
     def _open_tensorboard(self) -> Any:
         from torch.utils.tensorboard import SummaryWriter
@@ -107,8 +108,8 @@ class MetricsLogger:
             import wandb
         except ImportError:
             raise ConfigError(
-                "logging.wandb is true but the wandb package is missing: "
-                "pip install 'devicerl[wandb]' (or set logging.wandb=false)"
+                "logging.wandb_project is set but the wandb package is missing: "
+                "pip install 'devicerl[wandb]' (or set logging.wandb_project=null)"
             ) from None
         from devicerl.config import redact
 

@@ -68,12 +68,12 @@ class Population:
         self.destinations: Callable[[str], list[str]] = lambda policy: [policy]
         self.shards: Any = None
         self._threads: ThreadPoolExecutor | None = None
-        if cfg.league.learner_shards > 0:
+        if cfg.policies and cfg.learner.num_workers > 1:  # a league's learners in shards
             from devicerl.runtime.distributed.shards import LearnerShards
 
             self.shards = LearnerShards(cfg)
             self._threads = ThreadPoolExecutor(
-                max_workers=cfg.league.learner_shards, thread_name_prefix="shard"
+                max_workers=cfg.learner.num_workers, thread_name_prefix="shard"
             )
 
     @property
@@ -114,7 +114,7 @@ class Population:
                 launch = self.launch if name == DEFAULT_POLICY else None
                 member.group = make_learner_group(cfg, learner, policy, launch)
             member.replay = (old.replay if old is not None else None) or ReplayBuffer(
-                self.cfg.replay_capacity, max_lag=self.cfg.max_policy_lag
+                self.cfg.replay_capacity
             )
         if old is not None and old.group is not None:
             old.group.close()
@@ -127,32 +127,25 @@ class Population:
             member.group.close()
 
     # -- data ---------------------------------------------------------------------------------
-    def route(self, t: Trajectory) -> tuple[list[str], bool]:
+    def route(self, t: Trajectory) -> list[str]:
         """Put a labelled, complete trajectory into the replays its policy's `destinations`
-        name; returns them, and whether its own policy dropped it as stale (its lag reached
-        ``max_policy_lag``). Episodes from other policies (a student's teachers) are exempt from
-        the lag limit: their versions count another policy's updates."""
+        name; returns them."""
         policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
-        added, stale = [], False
+        added = []
         for dest in self.destinations(policy):
             member = self.members.get(dest)
             if member is None or member.replay is None:
                 continue
-            own = dest == policy
-            lag = member.policy.version - t.policy_version
-            if own and self.cfg.max_policy_lag is not None and lag >= self.cfg.max_policy_lag:
-                stale = True
-                continue
-            member.replay.add(t, offline=not own)
+            member.replay.add(t)
             added.append(dest)
-        return added, stale
+        return added
 
     def add_offline(self, data: list[Trajectory]) -> None:
-        """Given data (no policy-lag limit) into every trainable member's replay."""
+        """Given data into every trainable member's replay."""
         for member in self.trainable():
             assert member.replay is not None
             for t in data:
-                member.replay.add(t, offline=True)
+                member.replay.add(t)
 
     def replay_size(self) -> int:
         return sum(len(m.replay) for m in self.trainable() if m.replay is not None)
@@ -164,11 +157,7 @@ class Population:
 
         def one(member: Member) -> dict[str, float]:
             assert member.replay is not None and member.group is not None
-            version = member.policy.version
-            evicted = len(member.replay.evict_stale(version))
-            metrics = member.group.update(list(member.replay)) if len(member.replay) else {}
-            metrics["train/replay_evicted_stale"] = evicted
-            return metrics
+            return member.group.update(list(member.replay)) if len(member.replay) else {}
 
         members = self.trainable()
         if self._threads is not None:

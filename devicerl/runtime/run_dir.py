@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from devicerl.errors import DataError, RunError
+from devicerl.errors import ConfigError, DataError, RunError
 from devicerl.files import check_output, read_text, write_json
 from devicerl.runtime.run_lock import LOCK_NAME, RunLock
 
@@ -205,6 +205,18 @@ class RunDir:
         from devicerl.config import apply_overrides, from_dict, read_yaml
 
         data = _drop_redacted(read_yaml(self.config_path))
+        upgrade = getattr(cls, "upgrade_saved", None)  # an older version's layout, if any
+        if upgrade is not None:
+            data = upgrade(data)
+        try:  # the saved config alone first: an override's own error names its key
+            from_dict(cls, data)
+        except ConfigError as e:
+            if "unknown config key" not in str(e):
+                raise
+            raise ConfigError(
+                f"{self.config_path}: {e} (not an option of this version, nor one it knows "
+                "how to carry over, docs/training.md#options-removed: delete that line to resume)"
+            ) from None
         return from_dict(cls, apply_overrides(data, overrides or []))
 
     # -- data and logs ------------------------------------------------------------------------

@@ -6,9 +6,12 @@ mode and algorithm live in the package's ``devicerl/configs/`` folder.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from devicerl.agents.config import upgrade_saved_agent
 from devicerl.agents.factory import AgentSpec
 from devicerl.algos.config import (
     ActorConfig,
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
     from devicerl.pool.pool import EnvPool
     from devicerl.tasks import TaskSampler
 
+
+log = logging.getLogger(__name__)
 
 _SUPERVISOR = SupervisorConfig()
 
@@ -142,11 +147,16 @@ class ExplorationConfig:
 @dataclass
 class LearnerConfig:
     """Where the learner runs. One process by default; ``accelerate launch --num_processes N``
-    or ``num_workers: N`` (a Ray learner group) make it data-parallel (docs/scaling.md)."""
+    or ``num_workers: N`` (a Ray learner group) make it data-parallel (docs/scaling.md); in a
+    league, ``num_workers: N`` spreads the policies' learners over N Ray actors (docs/league.md)."""
 
     num_workers: int = field(
         default=1,
-        metadata={"help": "Ray learner actors forming one DDP group (1: in the trainer)", "min": 1},
+        metadata={
+            "help": "Ray learner actors (1: in the trainer): one DDP group, or a league's "
+            "learner shards",
+            "min": 1,
+        },
     )
     gpus_per_worker: float = field(
         default=0.0,
@@ -180,25 +190,21 @@ class RolloutsConfig:
         default=0,
         metadata={"help": "rollout groups on the cluster (0: collect in this process)", "min": 0},
     )
-    num_cpus: float = field(default=1.0, metadata={"help": "CPUs Ray reserves per group", "min": 0})
-    num_gpus: float = field(
-        default=0.0,
-        metadata={"help": "GPUs per group (its policy replica then runs there)", "min": 0},
-    )
     resources: dict[str, float] = field(
         default_factory=dict,
-        metadata={"help": "custom Ray resources per group, e.g. {devicerl_group: 1}"},
-    )
-    ledger: str = field(
-        default="",
         metadata={
-            "help": "audit file: every group appends the id of each episode the learner "
-            "received from it"
+            "help": "Ray resources each group reserves: CPU (default 1), GPU (a share puts its "
+            "policy replica on that GPU) and custom ones, e.g. {CPU: 1, GPU: 0.5, "
+            "devicerl_group: 1}"
         },
     )
 
-    def check_devices(self, env_worker: str) -> None:
-        """Devices of a group live on its node: they cannot be Ray actors elsewhere."""
+    def check_placement(self, env_worker: str) -> None:
+        """Resource amounts are >= 0; devices of a group live on its node: they cannot be Ray
+        actors elsewhere."""
+        for name, amount in self.resources.items():
+            if not amount >= 0:
+                raise ConfigError(f"rollouts.resources.{name}={amount}: must be >= 0")
         if self.groups and env_worker == "ray":
             raise ConfigError(
                 "rollouts.groups: a group runs its devices on its own node; "
@@ -207,10 +213,11 @@ class RolloutsConfig:
 
     def actor_options(self) -> dict[str, Any]:
         """``ray.remote`` options of a group actor."""
+        custom = dict(self.resources)
         return {
-            "num_cpus": self.num_cpus,
-            "num_gpus": self.num_gpus,
-            "resources": dict(self.resources),
+            "num_cpus": float(custom.pop("CPU", 1.0)),
+            "num_gpus": float(custom.pop("GPU", 0.0)),
+            "resources": custom,
             "max_restarts": 0,  # the fleet re-creates lost groups itself (new episode ids)
             "max_concurrency": 4,  # pull, set_weights and throttle while collecting
         }
@@ -277,24 +284,8 @@ class TrainConfig:
     overlap: bool = field(
         default=True, metadata={"help": "keep collecting while the learner updates"}
     )
-    max_policy_lag: int | None = field(
-        default=None,
-        metadata={
-            "help": "never train on trajectories this many policy versions old or older: "
-            "dropped on arrival, evicted from the replay (null: no limit, as the reference)",
-            "min": 1,
-        },
-    )
     checkpoint_every: int = field(
         default=5, metadata={"help": "iterations between checkpoints", "min": 1}
-    )
-    torch_threads: int | None = field(
-        default=1,
-        metadata={
-            "help": "torch CPU threads (1 leaves the other cores to the devices; null: torch's "
-            "default)",
-            "min": 1,
-        },
     )
 
     def validate(self) -> None:
@@ -302,7 +293,7 @@ class TrainConfig:
             raise ConfigError(f"mode {self.mode} needs offline_data (a run dir, store or .pt)")
         if self.mode != "eval" and self.algo == "none" and self.mode != "online":
             raise ConfigError("algo none only collects: use mode online or eval")
-        self.rollouts.check_devices(self.env.worker)
+        self.rollouts.check_placement(self.env.worker)
         self.agent.validate()
         if self.policies:
             self._validate_league()
@@ -314,10 +305,47 @@ class TrainConfig:
             raise ConfigError(f"policies: a league trains online only (mode {self.mode})")
         if self.rollouts.groups > 0:
             raise ConfigError("policies: a league collects in the trainer (rollouts.groups=0)")
-        if self.learner.num_workers > 1:
-            raise ConfigError(
-                "policies: a league's learners use league.learner_shards, not learner.num_workers"
-            )
+
+    @classmethod
+    def upgrade_saved(cls, data: Mapping[str, Any]) -> dict[str, Any]:
+        """A run config saved by an older version (``RUN/config.yaml``, read to resume) in
+        today's layout: merged options become their successors, removed ones are dropped
+        (`RETIRED`; a saved value other than the one now used is logged). Anything else,
+        unknown keys included, is left for the loader to check."""
+        out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+        for path, now in RETIRED.items():
+            section, _, key = path.rpartition(".")
+            holder = _section(out, section)
+            if holder is not None and key in holder:
+                old = holder.pop(key)
+                if old != now:
+                    log.warning("%s=%r saved by an older version is not an option any more; "
+                                "%r is used", path, old, now)  # fmt: skip
+        logging_ = _section(out, "logging")
+        if logging_ is not None and "wandb" in logging_ and not logging_.pop("wandb"):
+            logging_["wandb_project"] = None  # W&B was off: a project name now turns it on
+        critic = _section(out, "critic")
+        if critic is not None and {"instruction_updates", "step_updates"} & set(critic):
+            counts = [critic.pop(k) for k in ("instruction_updates", "step_updates") if k in critic]
+            critic.setdefault("updates", max(counts))
+        rollouts = _section(out, "rollouts")
+        if rollouts is not None:
+            resources = dict(rollouts.get("resources") or {})
+            for key, name, default in (("num_cpus", "CPU", 1.0), ("num_gpus", "GPU", 0.0)):
+                if key in rollouts and (amount := rollouts.pop(key)) != default:
+                    resources[name] = amount
+            rollouts["resources"] = resources
+        league = _section(out, "league")
+        if league is not None and league.get("learner_shards"):
+            out.setdefault("learner", {})["num_workers"] = max(1, int(league["learner_shards"]))
+        if league is not None:
+            league.pop("learner_shards", None)
+        if isinstance(out.get("agent"), Mapping):
+            out["agent"] = upgrade_saved_agent(out["agent"])
+        for name, spec in (out.get("policies") or {}).items():
+            if isinstance(spec, Mapping) and isinstance(spec.get("agent"), Mapping):
+                out["policies"][name] = {**spec, "agent": upgrade_saved_agent(spec["agent"])}
+        return out
 
     @property
     def group_size(self) -> int | None:
@@ -327,3 +355,30 @@ class TrainConfig:
     @property
     def eval_tasks(self) -> str:
         return self.tasks.eval or self.tasks.train
+
+
+#: Options older versions saved that are gone, with the value the code now uses.
+RETIRED: dict[str, Any] = {
+    "torch_threads": 1,
+    "max_policy_lag": None,
+    "gigpo.step_weight": 1.0,
+    "rollouts.ledger": "",
+    "judge.on_unknown": "drop",
+    "judge.vlm.last_k": 3,
+    "judge.chat.max_retries": 4,
+    "agent.api.chat.max_retries": 4,
+    "agent.api.include_screenshot": True,
+}
+
+
+def _section(data: dict[str, Any], dotted: str) -> dict[str, Any] | None:
+    """The nested mapping at ``dotted`` in ``data`` (copied in place so it can be edited), or
+    None where a level is missing or not a mapping."""
+    node: Any = data
+    for part in [p for p in dotted.split(".") if p]:
+        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(child, Mapping):
+            return None
+        node[part] = child = dict(child)
+        node = child
+    return node

@@ -9,9 +9,8 @@ Online, an iteration takes K fresh trajectories from the collection source (a co
 in this process, or rollout groups on a Ray cluster, which keep the devices stepping
 meanwhile), routes them into the members' bounded replay buffers, runs every trainable member's
 updates and publishes the new policies; the collector picks them up between batches. Every
-trajectory carries the version of the policy that acted; one whose version lags its learner by
-``max_policy_lag`` or more is kept in the store but not trained on: dropped when it arrives,
-evicted from the replay buffer when it gets that old there (offline data excepted).
+trajectory carries the version of the policy that acted (the lag is logged; the group-relative
+learners leave out groups acted too many versions ago, ``grpo.max_staleness``).
 
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffers as pointers
@@ -31,12 +30,11 @@ import logging
 import time
 import uuid
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
@@ -49,7 +47,7 @@ from devicerl.runtime.episode_counts import EpisodeCounts
 from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.exploration import ExplorationSchedule
 from devicerl.runtime.groups import GroupBuffer
-from devicerl.runtime.learner_setup import seed_everything
+from devicerl.runtime.learner_setup import seed_everything, set_torch_threads
 from devicerl.runtime.observers import TrainerObserver
 from devicerl.runtime.planning import EpisodePlanner, PolicyAssignment
 from devicerl.runtime.population import Population
@@ -76,7 +74,6 @@ class TrainState(EpisodeCounts):
 
     iteration: int = 0
     env_steps: int = 0
-    dropped_stale: int = 0
     version: int = 0
     offline_done: int = 0
 
@@ -113,8 +110,7 @@ class Trainer:
     ) -> None:
         """``group``: this process's place in an ``accelerate launch`` (rank 0 only)."""
         self.cfg = cfg
-        if cfg.torch_threads is not None:
-            torch.set_num_threads(cfg.torch_threads)
+        set_torch_threads()
         seed_everything(cfg.seed)
         self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
         self.state = TrainState()
@@ -311,7 +307,8 @@ class Trainer:
         if cfg.rollouts.groups > 0:
             from devicerl.runtime.cluster.fleet import RolloutFleet
 
-            return RolloutFleet(cfg, version=self.state.version, roster=roster)
+            ledger = self.run_dir.path / "rollouts-ledger.tsv"
+            return RolloutFleet(cfg, version=self.state.version, roster=roster, ledger=ledger)
         planner = self.planner()
         k = cfg.trajectories_per_iter
         return BackgroundCollector(
@@ -395,13 +392,9 @@ class Trainer:
         if not train:
             return []
         released = self.groups.add(t, s.iteration) if self.groups is not None else [t]
-        joined = []
         for member in released:
-            _, stale = self.population.route(member)
-            s.dropped_stale += stale
-            if not stale:
-                joined.append(member)
-        return joined
+            self.population.route(member)
+        return released
 
     @property
     def recent_success(self) -> float:
@@ -423,7 +416,6 @@ class Trainer:
             "train/iteration": s.iteration,
             "train/policy_version": s.version,
             "train/policy_lag": float(np.mean(recent_lags)),
-            "train/dropped_stale": s.dropped_stale,
             "train/replay_size": self.population.replay_size(),
             "time/wait_for_data_s": wait_s,
             "time/learner_s": learn_s,
@@ -506,7 +498,8 @@ class Trainer:
             observer.on_restore(self, ck.path)
         store = self.run_dir.store(skip_bad=True)  # a corrupt shard costs its episodes only
         self.population.restore(ck, store)
-        self.state = TrainState(**ck.state["train"])
+        known = {f.name for f in fields(TrainState)}  # a counter an older version kept goes
+        self.state = TrainState(**{k: v for k, v in ck.state["train"].items() if k in known})
         self.recent.extend(ck.state.get("recent", []))
         self.lags = list(ck.state.get("lags", []))
         if self.exploration is not None:

@@ -64,15 +64,26 @@ _GEMMA3_TEMPLATE = (
 
 
 def _corpus(seed: int = 0) -> list[str]:
-    """Prompts and action texts like the agent's, in both output formats."""
-    from devicerl.actions import Action
-    from devicerl.agents.vlm_prompt import format_action, system_text
+    """Prompts and action texts like the agent's, and the same in AutoUI's action text (the
+    Auto-UI and API agents' format)."""
+    from devicerl.actions import Action, format_autoui
+    from devicerl.agents.prompt import action_space_doc
+    from devicerl.agents.vlm_prompt import PRECISION, format_action, system_text
 
+    autoui = (
+        system_text().split("\n", 1)[0] + "\n" + action_space_doc(PRECISION) + "\nStart your "
+        "reply with 'Action Plan: [...] ; Action Decision: ' followed by the action's fields "
+        "exactly as in the examples."
+    )
+    writers = (
+        (system_text(), format_action),
+        (autoui, lambda action: format_autoui(action, precision=PRECISION)),
+    )
     rng = random.Random(seed)
     words = ["apple", "river", "stone", "cloud", "submit", "OK", "search", "name", "password"]
     out = []
-    for fmt in ("json", "autoui"):
-        out += [system_text(fmt)] * 3
+    for system, write in writers:
+        out += [system] * 3
         for _ in range(150):
             w = rng.choice(words)
             action = rng.choice(
@@ -85,7 +96,7 @@ def _corpus(seed: int = 0) -> list[str]:
                     Action.complete(),
                 ]
             )
-            out.append(format_action(action, fmt))
+            out.append(write(action))
             out.append(f"Instruction: Tap the box labelled {w}\nPrevious actions: none")
             out.append(f'Instruction: Enter "{w}" into the text field and press Submit.')
     return out

@@ -129,7 +129,7 @@ def record_learn(cfg: TrainConfig) -> dict[str, Any]:
     routes = []
     for t in data:
         t.plan = EpisodePlan(policy=league.assign(t.task))
-        routes.append([t.plan.policy, population.route(t)[0]])
+        routes.append([t.plan.policy, population.route(t)])
     learners = {m.name: m.learner for m in population.trainable()}
     kept = {name: capture_selection(learner, data) for name, learner in learners.items()}
     before = {

@@ -23,7 +23,7 @@ RTOL = 1e-6
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Run on one torch thread, as the trainer does (``torch_threads: 1``): reductions split
+    """Run on one torch thread, as the trainer does (`set_torch_threads`): reductions split
     over several threads may round differently."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)

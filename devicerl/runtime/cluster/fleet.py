@@ -13,13 +13,14 @@ interface as the in-process `BackgroundCollector` (`get`, `publish`, `stats`, `s
   finished ones it shipped before their verdict are judged here (`verdicts.Rescue`), and a new
   group takes its place where resources allow.
 - Backpressure: groups pause while ``max_ahead`` episodes wait unconsumed here, so data stays
-  fresh (the trainer's ``max_policy_lag`` drops what is still too old on arrival).
+  fresh.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -99,8 +100,13 @@ class RolloutFleet:
         roster: dict[str, Published] | None = None,
         max_ahead: int | None = None,
         init_kwargs: dict[str, Any] | None = None,
+        ledger: str | os.PathLike[str] | None = None,
     ) -> None:
-        cfg.rollouts.check_devices(cfg.env.worker)
+        """``ledger``: a file every group appends the id, end reason, group and node of each
+        episode to once the fleet acknowledged it (an audit of what reached the learner; the
+        path must be writable from every node)."""
+        cfg.rollouts.check_placement(cfg.env.worker)
+        self.ledger = os.fspath(ledger) if ledger is not None else None
         if cfg.rollouts.groups < 1:
             raise ConfigError("RolloutFleet needs rollouts.groups >= 1")
         self.cfg = cfg
@@ -277,7 +283,7 @@ class RolloutFleet:
                 continue
             incarnation = self._incarnations[index]
             self._incarnations[index] += 1
-            spec = GroupSpec(self.cfg, index, incarnation, self._weights)
+            spec = GroupSpec(self.cfg, index, incarnation, self._weights, self.ledger)
             member = _Member(index, incarnation, self.actor_cls.remote(spec))
             with self._lock:
                 self._members[index] = member

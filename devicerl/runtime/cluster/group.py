@@ -124,6 +124,8 @@ class GroupSpec:
     index: int
     incarnation: int = 0
     weights: _Weights = field(default_factory=lambda: _Weights(0))
+    #: audit file each group appends the episodes the learner received from it to (None: none)
+    ledger: str | None = None
 
     def seed(self) -> int:
         """Distinct task instances per group and per incarnation (and after a resume)."""
@@ -261,7 +263,7 @@ class RolloutGroup:
     def acknowledge(self, seq: int) -> None:
         """The fleet received every reply up to ``seq``: the ledger records what they carried
         (so it lists only what reached the learner, never a reply lost with this node)."""
-        path = self.spec.cfg.rollouts.ledger
+        path = self.spec.ledger
         with self._ledger_lock:
             done = sorted(k for k in self._unacked if k <= seq)
             rows = "".join(self._unacked.pop(k) for k in done)
@@ -369,7 +371,7 @@ class RolloutGroup:
 
     def _rows(self, shipped: list[tuple[str, EndReason | str | None]]) -> str:
         """Ledger rows: episode id, end reason (`AWAITING` for an unjudged copy), group, node."""
-        if not self.spec.cfg.rollouts.ledger:
+        if not self.spec.ledger:
             return ""
         return "".join(
             f"{episode_id}\t{getattr(reason, 'value', reason)}\t{self.spec.index}\t{self.node_id}\n"

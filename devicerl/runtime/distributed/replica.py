@@ -106,10 +106,9 @@ class LearnerReplica:
     """A learner built from the run's config, learning with ``grad_sync`` on mirrored data."""
 
     def __init__(self, cfg: Any, grad_sync: GradSync, device: torch.device | None = None) -> None:
-        from devicerl.runtime.learner_setup import make_learner, seed_everything
+        from devicerl.runtime.learner_setup import make_learner, seed_everything, set_torch_threads
 
-        if cfg.torch_threads is not None:
-            torch.set_num_threads(cfg.torch_threads)
+        set_torch_threads()
         seed_everything(cfg.seed)
         spec = cfg.agent
         if device is not None and device.type != "cpu":

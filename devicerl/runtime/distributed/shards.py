@@ -1,4 +1,4 @@
-"""``league.learner_shards: N``: a league's learners in N Ray actors (AlphaStar's learner
+"""``learner.num_workers: N`` in a league: its learners in N Ray actors (AlphaStar's learner
 shards), each holding the learners of the policies placed on it.
 
 A policy's learner goes to the least-loaded shard when it joins and leaves it when it is
@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 class ShardWorker:
     """One learner shard (the body of a Ray actor): the replicas of the policies placed here."""
 
-    def __init__(self, torch_threads: int = 1) -> None:
-        if torch_threads > 0:
-            torch.set_num_threads(torch_threads)
+    def __init__(self) -> None:
+        from devicerl.runtime.learner_setup import set_torch_threads
+
+        set_torch_threads()
         self.replicas: dict[str, Any] = {}
 
     def attach(self, name: str, cfg: Any, state: LearnerState) -> None:
@@ -74,11 +75,11 @@ class LearnerShards:
         try:
             import ray
         except ImportError:
-            msg = "league.learner_shards needs Ray: pip install 'devicerl[ray]'"
+            msg = "learner.num_workers > 1 needs Ray: pip install 'devicerl[ray]'"
             raise ConfigError(msg) from None
         self.ray = ray
         self.cfg = cfg
-        self.n = cfg.league.learner_shards
+        self.n = cfg.learner.num_workers
         self.workers: list[Any] = []
         self.placed: dict[str, int] = {}
         self.owns_ray = False
@@ -94,7 +95,7 @@ class LearnerShards:
         cls = ray.remote(ShardWorker).options(
             num_cpus=1.0, num_gpus=lc.gpus_per_worker, max_restarts=0
         )
-        self.workers = [cls.remote(self.cfg.torch_threads) for _ in range(self.n)]
+        self.workers = [cls.remote() for _ in range(self.n)]
         log.info("league: %d learner shards", self.n)
 
     def place(self, name: str) -> int:
