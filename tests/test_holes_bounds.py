@@ -28,7 +28,7 @@ ALL = [(cls, key, tp) for cls in (TrainConfig, ViewConfig, JudgeConfig)
 
 
 def test_the_rule_covers_many_fields() -> None:
-    assert len(ALL) > 60
+    assert len(ALL) >= 50  # 55 numeric options in the three configs (a broken walk finds few)
 
 
 @pytest.mark.parametrize("cls,key,tp", ALL, ids=[f"{c.__name__}.{k}" for c, k, _ in ALL])
