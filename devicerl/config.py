@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import difflib
 import enum
+import logging
 import math
 import types
 import typing
@@ -33,6 +34,7 @@ from devicerl.errors import ConfigError
 from devicerl.files import read_text
 from devicerl.secrets import is_secret_name, register
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 REDACTED = "***redacted***"
 
@@ -439,6 +441,37 @@ def _deep_merge(a: dict[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
         else:
             a[k] = v
     return a
+
+
+def saved_section(data: dict[str, Any], dotted: str) -> dict[str, Any] | None:
+    """The nested mapping at ``dotted`` (``""``: `data` itself) of a saved config read as
+    nested mappings, each level copied in place so it can be edited; None where a level is
+    missing or not a mapping."""
+    node: Any = data
+    for part in [p for p in dotted.split(".") if p]:
+        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(child, Mapping):
+            return None
+        node[part] = child = dict(child)
+        node = child
+    return node
+
+
+def drop_retired(
+    data: dict[str, Any], retired: Mapping[str, Any], prefix: str = "", used: str = "{now!r}"
+) -> None:
+    """Remove from a saved config (`data`, edited in place) the options an older version
+    saved that are gone: `retired` maps each dotted key to the value the code now uses in its
+    place, and a saved value other than that one is logged (`prefix` + key, then `used`
+    formatted with ``now``)."""
+    for path, now in retired.items():
+        where, _, key = path.rpartition(".")
+        holder = saved_section(data, where)
+        if holder is not None and key in holder:
+            old = holder.pop(key)
+            if old != now:
+                log.warning("%s%s=%r saved by an older version is not an option any more; "
+                            "%s is used", prefix, path, old, used.format(now=now))  # fmt: skip
 
 
 def _secret_fields(cls: type) -> set[str]:

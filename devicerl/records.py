@@ -238,14 +238,13 @@ def with_previous_actions(obs: Observation, actions: Sequence[Action]) -> Observ
 class Judgement:
     """How a judge labelled an episode (`devicerl.judges.apply.apply_verdict`): the verdict it
     applied (``label``, ``reason``, ``step``, ``judge``, ...), what the device itself said, the
-    steps cut after a per-step success, the unknown verdict a task-native fallback replaced
-    (``on_unknown: native``), and why the learner judged it (its rollout group was lost)."""
+    steps cut after a per-step success, and why the learner judged it (its rollout group was
+    lost)."""
 
     verdict: dict[str, Any]
     native_success: bool
     native_end_reason: str | None = None
     cut_steps: int = 0
-    replaced_unknown: dict[str, Any] | None = None
     rescued: str | None = None
 
     @property

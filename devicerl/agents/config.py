@@ -9,15 +9,13 @@ live here, where importing them costs no torch. `devicerl.agents.autoui`, `small
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from devicerl.actions import ActionType
+from devicerl.config import drop_retired
 from devicerl.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 INSTR_FEATURES = 7
 ELEM_FEATURES = 20
@@ -370,15 +368,6 @@ SMALL_SWITCHES: dict[str, tuple[str, str]] = {
 }
 
 
-def _drop_retired(data: dict[str, Any], retired: Mapping[str, Any], where: str, used: str) -> None:
-    for key, now in retired.items():
-        if key in data:
-            old = data.pop(key)
-            if old != now:
-                log.warning("%s%s=%r saved by an older version is not a run option any more; "
-                            "%s is used", where, key, old, used.format(now=now))  # fmt: skip
-
-
 def _hoist_settings(out: dict[str, Any]) -> None:
     """Move the per-kind copies of `AGENT_SETTINGS` older run configs saved (``agent.vlm.history``
     ...) to the agent's own keys: the copy of the kind the run built, where the run applied it
@@ -410,7 +399,7 @@ def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
     small = out.get("small")
     if isinstance(small, Mapping):
         small = dict(small)
-        _drop_retired(small, RETIRED_SMALL, "agent.small.", "{now!r}")
+        drop_retired(small, RETIRED_SMALL, "agent.small.")
         if any(k in small for k in SMALL_SWITCHES):  # an older layout (swipes were on unset)
             lists: dict[str, list[str]] = {"heads": [], "inputs": []}
             for key, (target, name) in SMALL_SWITCHES.items():
@@ -422,13 +411,11 @@ def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
     autoui = out.get("autoui")
     if isinstance(autoui, Mapping):
         autoui = dict(autoui)
-        _drop_retired(
-            autoui, RETIRED_AUTOUI, "agent.autoui.", "the saved agent's (default {now!r})"
-        )
+        drop_retired(autoui, RETIRED_AUTOUI, "agent.autoui.", "the saved agent's (default {now!r})")
         out["autoui"] = autoui
     vlm = out.get("vlm")
     if isinstance(vlm, Mapping):
         vlm = dict(vlm)
-        _drop_retired(vlm, RETIRED_VLM, "agent.vlm.", "{now!r}")
+        drop_retired(vlm, RETIRED_VLM, "agent.vlm.")
         out["vlm"] = vlm
     return out

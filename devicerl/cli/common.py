@@ -69,7 +69,7 @@ def _default(f: dataclasses.Field) -> Any:
 
 def config_options(cls: type, prefix: str = "") -> list[tuple[str, str, str, Any]]:
     """(dotted key, type, help, default) for every leaf option of a config dataclass; an
-    optional section (``autoui: AutoUIConfig | None``) lists its options too."""
+    optional section (``autoui: AutoUIOptions | None``) lists its options too."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):

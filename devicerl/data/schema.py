@@ -173,7 +173,10 @@ def _plan_values(plan: EpisodePlan | None) -> dict[str, Any]:
 
 def _judgement(text: str | None) -> Judgement | None:
     data = loads_json(text) if text else None
-    return Judgement(**data) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    data.pop("replaced_unknown", None)  # stores written while unknown verdicts could be replaced
+    return Judgement(**data)
 
 
 def _plan(head: dict[str, Any]) -> EpisodePlan | None:

@@ -66,7 +66,6 @@ def apply_verdict(trajectory: Trajectory, verdict: Verdict) -> Trajectory:
         verdict.to_dict(),
         before.native_success if before is not None else trajectory.success,
         before.native_end_reason if before is not None else native,
-        replaced_unknown=before.replaced_unknown if before is not None else None,
         rescued=before.rescued if before is not None else None,
     )
     steps = trajectory.steps

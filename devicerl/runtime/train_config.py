@@ -6,7 +6,6 @@ mode and algorithm live in the package's ``devicerl/configs/`` folder.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -21,6 +20,7 @@ from devicerl.algos.config import (
     GiGPOConfig,
     GRPOConfig,
 )
+from devicerl.config import drop_retired, saved_section
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from devicerl.pool.pool import EnvPool
     from devicerl.tasks import TaskSampler
 
-
-log = logging.getLogger(__name__)
 
 _SUPERVISOR = SupervisorConfig()
 
@@ -313,29 +311,22 @@ class TrainConfig:
         (`RETIRED`; a saved value other than the one now used is logged). Anything else,
         unknown keys included, is left for the loader to check."""
         out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
-        for path, now in RETIRED.items():
-            section, _, key = path.rpartition(".")
-            holder = _section(out, section)
-            if holder is not None and key in holder:
-                old = holder.pop(key)
-                if old != now:
-                    log.warning("%s=%r saved by an older version is not an option any more; "
-                                "%r is used", path, old, now)  # fmt: skip
-        logging_ = _section(out, "logging")
+        drop_retired(out, RETIRED)
+        logging_ = saved_section(out, "logging")
         if logging_ is not None and "wandb" in logging_ and not logging_.pop("wandb"):
             logging_["wandb_project"] = None  # W&B was off: a project name now turns it on
-        critic = _section(out, "critic")
+        critic = saved_section(out, "critic")
         if critic is not None and {"instruction_updates", "step_updates"} & set(critic):
             counts = [critic.pop(k) for k in ("instruction_updates", "step_updates") if k in critic]
             critic.setdefault("updates", max(counts))
-        rollouts = _section(out, "rollouts")
+        rollouts = saved_section(out, "rollouts")
         if rollouts is not None:
             resources = dict(rollouts.get("resources") or {})
             for key, name, default in (("num_cpus", "CPU", 1.0), ("num_gpus", "GPU", 0.0)):
                 if key in rollouts and (amount := rollouts.pop(key)) != default:
                     resources[name] = amount
             rollouts["resources"] = resources
-        league = _section(out, "league")
+        league = saved_section(out, "league")
         if league is not None and league.get("learner_shards"):
             out.setdefault("learner", {})["num_workers"] = max(1, int(league["learner_shards"]))
         if league is not None:
@@ -369,16 +360,3 @@ RETIRED: dict[str, Any] = {
     "agent.api.chat.max_retries": 4,
     "agent.api.include_screenshot": True,
 }
-
-
-def _section(data: dict[str, Any], dotted: str) -> dict[str, Any] | None:
-    """The nested mapping at ``dotted`` in ``data`` (copied in place so it can be edited), or
-    None where a level is missing or not a mapping."""
-    node: Any = data
-    for part in [p for p in dotted.split(".") if p]:
-        child = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(child, Mapping):
-            return None
-        node[part] = child = dict(child)
-        node = child
-    return node
