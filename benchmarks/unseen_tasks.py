@@ -17,7 +17,9 @@ unfinished ones resume from their last checkpoint).
 The last lines are, per learner, ``RESULT system=S unseen_mean=X train_mean=X start_unseen=X
 random_unseen=X env_steps=N seeds=K test_evals=N`` (means over seeds; test_evals: fresh
 evaluations of the unseen tasks' test instances so far, from the sealed ledger), then one
-``RESULT protocol=unseen digirl=X filteredbc=X ... start=X random=X`` line.
+``RESULT protocol=unseen digirl=X filteredbc=X ... start=X random=X`` line. Before them, 95 %
+intervals resampling the unseen tasks (bootstrap): each learner's mean, its difference from the
+start agent, and paired differences between learners.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from harness.comparison import (
     run_one,
     task_rates,
 )
+from harness.report import bootstrap_interval
 from harness.sealed import record_test_evaluation, test_evaluations
 from miniwob_suite import HEADS, _agent_kinds, coverage
 
@@ -64,6 +67,44 @@ def _mean_over(split: str, per_task: dict[str, float]) -> float:
     """Mean success over every task of ``split`` (unreached tasks count 0)."""
     names = [t.name for t in resolve(split)]
     return sum(per_task.get(n, 0.0) for n in names) / len(names)
+
+
+def _per_task(split: str, rows: list[dict[str, Any]]) -> list[float]:
+    """Success per task of ``split`` (its order), the mean over `rows` (one per seed)."""
+    key = "per_task_unseen" if split == "miniwob-unseen" else "per_task_train"
+    names = [t.name for t in resolve(split)]
+    return [statistics.mean(r[key].get(n, 0.0) for r in rows) for n in names]
+
+
+#: Learner pairs whose paired difference on the unseen tasks is reported (when both ran).
+PAIRS = (("gigpo", "grpo"), ("gigpo", "digirl"), ("grpo", "digirl"), ("filtered_bc", "digirl"))
+
+
+def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) -> list[str]:
+    """Per learner: its unseen mean with a 95 % interval over the unseen tasks (bootstrap;
+    per task, the mean over seeds), the seeds' own means, and its difference from the start
+    agent on the same tasks with a paired interval; then the paired differences of `PAIRS`."""
+    rates = {
+        s: _per_task("miniwob-unseen", [r for r in rows.values() if r["system"] == s])
+        for s in systems
+    }
+    rates["start"] = _per_task("miniwob-unseen", [rows[start]])
+
+    def paired(a: str, b: str) -> str:
+        diff = [x - y for x, y in zip(rates[a], rates[b])]
+        lo, hi = bootstrap_interval(diff)
+        return f"{statistics.mean(diff):+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+    lines = []
+    for system in systems:
+        lo, hi = bootstrap_interval(rates[system])
+        seeds = ", ".join(f"{r['unseen']:.3f}" for r in rows.values() if r["system"] == system)
+        lines.append(
+            f"{system}: unseen {statistics.mean(rates[system]):.3f} [{lo:.3f}, {hi:.3f}] "
+            f"(seeds: {seeds}); minus start {paired(system, 'start')}"
+        )
+    lines += [f"{a} minus {b}: {paired(a, b)}" for a, b in PAIRS if a in rates and b in rates]
+    return lines
 
 
 def main() -> int:
@@ -161,8 +202,10 @@ def main() -> int:
         + " ".join(f"{s.replace('_', '')}={m:.3f}" for s, m in means.items())
         + f" start={start_unseen:.3f} random={random_unseen:.3f} test_evals={evals}"
     )
+    spread = _intervals(rows, args.systems, f"{START}-s{args.seeds[0]}")
     report = {
         "command": ["python", "benchmarks/unseen_tasks.py", *sys.argv[1:]],
+        "intervals": spread,
         "setup": setup,
         "out_of_reach": out_of_reach,
         "rows": rows,
@@ -175,7 +218,9 @@ def main() -> int:
         f"| {r['system']} | {r['seed']} | {r['unseen']:.3f} | {r['train']:.3f} | {r['env_steps']} |"
         for r in rows.values()
     ]
-    text = "\n".join([*table, *lines])
+    text = "\n".join(
+        [*table, "", "95 % intervals over the unseen tasks (bootstrap):", *spread, *lines]
+    )
     (out / "unseen.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     return 0

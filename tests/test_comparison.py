@@ -19,7 +19,7 @@ from harness.comparison import (
     run_config,
     run_one,
 )
-from harness.report import result_line, t_interval
+from harness.report import bootstrap_interval, result_line, t_interval
 
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
@@ -220,3 +220,14 @@ def test_t_interval_over_seeds() -> None:
     assert (lo + hi) / 2 == pytest.approx(0.54) and hi - lo == pytest.approx(
         2 * 2.776 * math.sqrt(0.001) / math.sqrt(5)
     )
+
+
+def test_bootstrap_interval_over_tasks() -> None:
+    assert all(math.isnan(v) for v in bootstrap_interval([0.5]))
+    assert bootstrap_interval([0.3] * 10) == pytest.approx((0.3, 0.3))  # no spread, no width
+    values = [0.0] * 20 + [1.0] * 20  # mean 0.5, standard error 0.5 / sqrt(40) = 0.079
+    lo, hi = bootstrap_interval(values)
+    assert lo < 0.5 < hi and (hi - lo) == pytest.approx(2 * 1.96 * 0.5 / math.sqrt(40), rel=0.1)
+    assert bootstrap_interval(values) == (lo, hi)  # seeded: the same report twice
+    shifted = bootstrap_interval([v - 1.0 for v in values])  # differences may be negative
+    assert shifted[0] == pytest.approx(lo - 1.0) and shifted[1] == pytest.approx(hi - 1.0)

@@ -80,6 +80,17 @@ def t_interval(values: Sequence[float]) -> tuple[float, float]:
     return (max(0.0, mean - half), min(1.0, mean + half))
 
 
+def bootstrap_interval(values: Sequence[float], draws: int = 10_000) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the mean of `values` (one per task, say: it
+    resamples the tasks; nan with fewer than two). Seeded, so a report is reproducible."""
+    if len(values) < 2:
+        return (math.nan, math.nan)
+    rng = np.random.default_rng(0)
+    arr = np.asarray(values, dtype=float)
+    means = arr[rng.integers(0, len(arr), size=(draws, len(arr)))].mean(axis=1)
+    return (float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975)))
+
+
 def read_curve(metrics_file: Path, t0: float) -> list[dict[str, float]]:
     """Rollout success per iteration: env step, seconds since `t0`, success."""
     out: list[dict[str, float]] = []
