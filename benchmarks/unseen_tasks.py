@@ -19,7 +19,9 @@ random_unseen=X env_steps=N seeds=K test_evals=N`` (means over seeds; test_evals
 evaluations of the unseen tasks' test instances so far, from the sealed ledger), then one
 ``RESULT protocol=unseen digirl=X filteredbc=X ... start=X random=X`` line. Before them, 95 %
 intervals resampling the unseen tasks (bootstrap): each learner's mean, its difference from the
-start agent, and paired differences between learners.
+start agent, and paired differences between learners. With ``--sampled``, each agent is also
+evaluated on the unseen tasks' instances sampling its actions (T=1): a ``RESULT sampled
+protocol=unseen ...`` line.
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ def main() -> int:
     ap = run_arguments(doc, "runs/unseen-tasks", 8000, 10, "training env steps per learner")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--systems", nargs="+", default=["digirl", "filtered_bc"], choices=LEARNERS)
+    ap.add_argument(
+        "--sampled",
+        action="store_true",
+        help="also evaluate each agent on the unseen tasks sampling its actions (T=1)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     pretrained = any(o.startswith("agent.path=") for o in args.overrides)
@@ -144,12 +151,13 @@ def main() -> int:
     for system in [RANDOM, START, *args.systems]:
         for seed in args.seeds if system in LEARNERS else args.seeds[:1]:
             cfg = config(system, seed, train, "miniwob-unseen", 34)
+            folder = out / f"{system}-s{seed}"
+            had_sampled = (folder / "eval-sampled" / "summary.json").exists()
             result = run_one(
                 system, seed, out, cfg, not args.fresh, args.allow_commit_change,
-                sampled=False, resume=True,
+                sampled=args.sampled, resume=True,
             )  # fmt: skip
-            fresh = fresh or not result.reused
-            folder = out / f"{system}-s{seed}"
+            fresh = fresh or not result.reused or (args.sampled and not had_sampled)
             on_train = config(system, seed, train, "miniwob-train", 70)
             if system in LEARNERS:
                 agent: Path | None = folder / "agent"
@@ -164,6 +172,9 @@ def main() -> int:
                 "system": system,
                 "seed": seed,
                 "unseen": _mean_over("miniwob-unseen", result.per_task),
+                "unseen_sampled": _mean_over("miniwob-unseen", result.per_task_sampled)
+                if args.sampled
+                else None,
                 "train": _mean_over("miniwob-train", per_train),
                 "env_steps": result.env_steps,
                 "per_task_unseen": result.per_task,
@@ -192,6 +203,16 @@ def main() -> int:
             f"RESULT system={system} unseen_mean={unseen:.3f} train_mean={train_mean:.3f} "
             f"start_unseen={start_unseen:.3f} random_unseen={random_unseen:.3f} "
             f"env_steps={mine[0]['env_steps']} seeds={len(mine)} test_evals={evals}"
+        )
+    if args.sampled:
+        sampled = {
+            s: statistics.mean(r["unseen_sampled"] for r in rows.values() if r["system"] == s)
+            for s in [*args.systems, START]
+        }
+        lines.append(
+            "RESULT sampled protocol=unseen "
+            + " ".join(f"{s.replace('_', '')}={m:.3f}" for s, m in sampled.items())
+            + f" test_evals={evals}"
         )
     means = {
         s: statistics.mean(r["unseen"] for r in rows.values() if r["system"] == s)
