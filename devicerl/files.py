@@ -179,6 +179,15 @@ def check_output(
     return p
 
 
+def file_sha256(path: str | Path) -> str:
+    """Hex sha256 of a file's content, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def _short(s: str, n: int = 60) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import time
 from dataclasses import replace
 
 import pytest
@@ -134,6 +136,14 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     before = evaluated.stat().st_mtime_ns
     compare(tmp_path / "cmp", **kw)  # the same agent: read, not evaluated again
     assert evaluated.stat().st_mtime_ns == before
+    sampled_file = tmp_path / "cmp" / "start-s0" / "eval-sampled" / "eval.json"
+    sampled_before = sampled_file.stat().st_mtime_ns
+    later = time.time() + 60  # the same files written anew (a fresh checkout of the agent)
+    for f in (tmp_path / "agent").iterdir():
+        os.utime(f, (later, later))
+    compare(tmp_path / "cmp", **kw)
+    assert evaluated.stat().st_mtime_ns == before
+    assert sampled_file.stat().st_mtime_ns == sampled_before
     SmallAgent(replace(saved.config, seed=4)).save(tmp_path / "agent")  # made again, same path
     compare(tmp_path / "cmp", **kw)
     assert evaluated.stat().st_mtime_ns != before  # another start: evaluated again

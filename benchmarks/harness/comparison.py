@@ -18,7 +18,6 @@ Used by ``benchmarks/learning.py`` (the full benchmark); ``benchmarks/league.py`
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import shlex
@@ -32,7 +31,7 @@ from typing import Any
 
 from devicerl.config import load_config, shipped_configs
 from devicerl.errors import ConfigError
-from devicerl.files import write_json
+from devicerl.files import file_sha256, write_json
 from devicerl.runtime.provenance import code_identity, provenance
 from devicerl.runtime.run_dir import RunDir
 from devicerl.runtime.train_config import TrainConfig
@@ -113,7 +112,8 @@ def system_overrides(system: str) -> list[str]:
     raise ValueError(f"unknown system {system!r}; choose from {', '.join(ALL_SYSTEMS)}")
 
 
-#: In a run folder: sha256 of each file of the saved agent the run started from.
+#: In a run folder: sha256 of each file of the saved agent the run started from (in an
+#: evaluation's folder: of the agent it evaluated).
 START_AGENT_FILE = "start_agent.json"
 
 
@@ -136,8 +136,7 @@ def _start_agent(cfg: TrainConfig) -> dict[str, str]:
     start = cfg.agent.path or cfg.agent.init_from
     if not start or not Path(start).is_dir():
         return {}
-    files = sorted(p for p in Path(start).iterdir() if p.is_file())
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
+    return {p.name: file_sha256(p) for p in sorted(Path(start).iterdir()) if p.is_file()}
 
 
 def _same_start(folder: Path, cfg: TrainConfig) -> bool:
@@ -298,24 +297,31 @@ def evaluate_agent(
     """Evaluate the saved agent in `agent_dir` on `cfg`'s evaluation instances in the run
     folder `sub` (``eval.json``: success overall and per task); greedy or sampling its
     actions (T=1). With `reuse`, an evaluation there newer than the agent, by the same code,
-    is read instead. ``agent_dir=None``: the agent `cfg` builds (evaluated anew each time)."""
+    is read instead, as is one of an agent with the same files (`START_AGENT_FILE`: a fresh
+    checkout of a committed agent). ``agent_dir=None``: the agent `cfg` builds (evaluated anew
+    each time)."""
     from devicerl.runtime.trainer import Trainer
 
-    done = sub / "summary.json"
-    files = agent_dir.iterdir() if agent_dir is not None else ()
-    saved = max((f.stat().st_mtime for f in files), default=math.inf)
-    if reuse and done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow):
-        return _eval_file(sub)
-    if sub.exists():
-        shutil.rmtree(sub)
     ecfg = replace(
         cfg,
         mode="eval",
         eval=replace(cfg.eval, greedy=greedy),
         agent=cfg.agent if agent_dir is None else replace(cfg.agent, path=str(agent_dir)),
     )
+    done = sub / "summary.json"
+    files = agent_dir.iterdir() if agent_dir is not None else ()
+    saved = max((f.stat().st_mtime for f in files), default=math.inf)
+    same_agent = done.exists() and (
+        done.stat().st_mtime >= saved  # evaluated after the agent was written
+        or (agent_dir is not None and _same_start(sub, ecfg))  # a copy of it (a checkout)
+    )
+    if reuse and same_agent and _same_code(sub, allow):
+        return _eval_file(sub)
+    if sub.exists():
+        shutil.rmtree(sub)
     run_dir = RunDir(sub).create()
     run_dir.save_config(ecfg)
+    write_json(sub / START_AGENT_FILE, _start_agent(ecfg), indent=1)
     Trainer(ecfg, run_dir).run()
     return _eval_file(sub)
 

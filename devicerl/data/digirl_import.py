@@ -56,7 +56,7 @@ import numpy as np
 
 from devicerl.actions import parse_autoui
 from devicerl.errors import DataError
-from devicerl.files import read_bytes
+from devicerl.files import file_sha256, read_bytes
 from devicerl.records import EndReason, Observation, Step, Trajectory
 
 log = logging.getLogger(__name__)
@@ -80,15 +80,6 @@ def _safe_globals() -> list[Any]:
         allowed.append(type(np.dtype(t)))
     allowed += [type(np.dtype(np.uint8)), type(np.dtype(np.bool_))]
     return allowed
-
-
-def file_digest(path: str | Path) -> str:
-    """The sha256 of a file's content (what episode ids are derived from)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_digirl_file(path: str | Path) -> list[list[dict[str, Any]]]:
@@ -338,7 +329,7 @@ def iter_digirl(
     stats = stats if stats is not None else ImportStats()
     images = _Images(Path(image_root) if image_root else None, stats)
     data = load_digirl_file(p)
-    digest = file_digest(p)
+    digest = file_sha256(p)  # what episode ids are derived from
     for i, steps in enumerate(data):
         if not steps:
             continue

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -46,7 +45,7 @@ from devicerl.data.schema import (
     trajectories_table,
 )
 from devicerl.errors import DataError, PathError
-from devicerl.files import inside, is_regular, read_bytes
+from devicerl.files import file_sha256, inside, is_regular, read_bytes
 from devicerl.records import Trajectory
 
 logger = logging.getLogger(__name__)
@@ -60,14 +59,6 @@ MAX_SHARD_DECODED = 8 << 30
 MAX_MANIFEST_BYTES = 64 << 20
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_atomic(table: pa.Table, path: Path, fsync: bool, manifest: Path) -> None:
     """Temp file, its hash into ``manifest``, then rename: every published shard is listed."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -76,7 +67,7 @@ def _write_atomic(table: pa.Table, path: Path, fsync: bool, manifest: Path) -> N
         if fsync:
             f.flush()
             os.fsync(f.fileno())
-    entry = {"shard": path.name, "size": tmp.stat().st_size, "sha256": _sha256(tmp)}
+    entry = {"shard": path.name, "size": tmp.stat().st_size, "sha256": file_sha256(tmp)}
     with open(manifest, "a", encoding="utf-8") as m:
         m.write(json.dumps(entry) + "\n")
         if fsync:
@@ -346,7 +337,7 @@ class TrajectoryStore:
                     f"corrupt or partial trajectory shard {path}: {st.st_size} bytes, its "
                     f"manifest says {expected[0]}"
                 )
-            if _sha256(path) != expected[1]:
+            if file_sha256(path) != expected[1]:
                 raise DataError(
                     f"corrupt or partial trajectory shard {path}: content does not match the "
                     "sha256 in its manifest"

@@ -38,21 +38,12 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from devicerl.errors import DataError
+from devicerl.files import file_sha256
 
 log = logging.getLogger(__name__)
 
 LATEST = "latest"
 CORRUPT_PREFIX = "corrupt-"
-_CHUNK = 1 << 20
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file's content."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _state_digest(state: dict[str, Any]) -> str:
