@@ -296,10 +296,9 @@ def evaluate_agent(
 ) -> dict[str, Any]:
     """Evaluate the saved agent in `agent_dir` on `cfg`'s evaluation instances in the run
     folder `sub` (``eval.json``: success overall and per task); greedy or sampling its
-    actions (T=1). With `reuse`, an evaluation there newer than the agent, by the same code,
-    is read instead, as is one of an agent with the same files (`START_AGENT_FILE`: a fresh
-    checkout of a committed agent). ``agent_dir=None``: the agent `cfg` builds (evaluated anew
-    each time)."""
+    actions (T=1). With `reuse`, a finished evaluation there of the same config and agent files
+    (`START_AGENT_FILE`: a fresh checkout of a committed agent is the same agent) by the same
+    code is read instead. ``agent_dir=None``: the agent `cfg` builds (the random policy)."""
     from devicerl.runtime.trainer import Trainer
 
     ecfg = replace(
@@ -311,11 +310,9 @@ def evaluate_agent(
     done = sub / "summary.json"
     files = agent_dir.iterdir() if agent_dir is not None else ()
     saved = max((f.stat().st_mtime for f in files), default=math.inf)
-    same_agent = done.exists() and (
-        done.stat().st_mtime >= saved  # evaluated after the agent was written
-        or (agent_dir is not None and _same_start(sub, ecfg))  # a copy of it (a checkout)
-    )
-    if reuse and same_agent and _same_code(sub, allow):
+    # an evaluation folder written before the agent's digests were kept: newer than the agent
+    newer = done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow)
+    if reuse and (finished(sub, ecfg, allow) or newer):
         return _eval_file(sub)
     if sub.exists():
         shutil.rmtree(sub)
