@@ -152,12 +152,14 @@ def main() -> int:
         for seed in args.seeds if system in LEARNERS else args.seeds[:1]:
             cfg = config(system, seed, train, "miniwob-unseen", 34)
             folder = out / f"{system}-s{seed}"
-            had_sampled = (folder / "eval-sampled" / "summary.json").exists()
+            sampled_file = folder / "eval-sampled" / "eval.json"
+            before = sampled_file.stat().st_mtime_ns if sampled_file.exists() else None
             result = run_one(
                 system, seed, out, cfg, not args.fresh, args.allow_commit_change,
                 sampled=args.sampled, resume=True,
             )  # fmt: skip
-            fresh = fresh or not result.reused or (args.sampled and not had_sampled)
+            ran = sampled_file.exists() and sampled_file.stat().st_mtime_ns != before
+            fresh = fresh or not result.reused or ran  # test instances evaluated afresh
             on_train = config(system, seed, train, "miniwob-train", 70)
             if system in LEARNERS:
                 agent: Path | None = folder / "agent"

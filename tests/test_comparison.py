@@ -144,6 +144,12 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     compare(tmp_path / "cmp", **kw)
     assert evaluated.stat().st_mtime_ns == before
     assert sampled_file.stat().st_mtime_ns == sampled_before
+    SmallAgent(replace(saved.config, seed=5)).save(tmp_path / "agent")  # another agent, whose
+    for f in (tmp_path / "agent").iterdir():  # files look older than the evaluations
+        os.utime(f, (1e9, 1e9))
+    compare(tmp_path / "cmp", **kw)
+    assert sampled_file.stat().st_mtime_ns != sampled_before  # evaluated again
+    before = evaluated.stat().st_mtime_ns
     SmallAgent(replace(saved.config, seed=4)).save(tmp_path / "agent")  # made again, same path
     compare(tmp_path / "cmp", **kw)
     assert evaluated.stat().st_mtime_ns != before  # another start: evaluated again

@@ -307,12 +307,7 @@ def evaluate_agent(
         eval=replace(cfg.eval, greedy=greedy),
         agent=cfg.agent if agent_dir is None else replace(cfg.agent, path=str(agent_dir)),
     )
-    done = sub / "summary.json"
-    files = agent_dir.iterdir() if agent_dir is not None else ()
-    saved = max((f.stat().st_mtime for f in files), default=math.inf)
-    # an evaluation folder written before the agent's digests were kept: newer than the agent
-    newer = done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow)
-    if reuse and (finished(sub, ecfg, allow) or newer):
+    if reuse and (sub / "eval.json").exists() and _reusable(sub, ecfg, agent_dir, allow):
         return _eval_file(sub)
     if sub.exists():
         shutil.rmtree(sub)
@@ -321,6 +316,21 @@ def evaluate_agent(
     write_json(sub / START_AGENT_FILE, _start_agent(ecfg), indent=1)
     Trainer(ecfg, run_dir).run()
     return _eval_file(sub)
+
+
+def _reusable(sub: Path, ecfg: TrainConfig, agent_dir: Path | None, allow: bool) -> bool:
+    """Whether the finished evaluation in `sub` is of `ecfg` and its agent's files by the same
+    code; one written before the agent's digests were kept counts when it is newer than the
+    agent. Anything unreadable: evaluate again."""
+    try:
+        if (sub / START_AGENT_FILE).exists():
+            return finished(sub, ecfg, allow)
+        files = agent_dir.iterdir() if agent_dir is not None else ()
+        saved = max((f.stat().st_mtime for f in files), default=math.inf)
+        done = sub / "summary.json"
+        return done.exists() and done.stat().st_mtime >= saved and _same_code(sub, allow)
+    except Exception:
+        return False
 
 
 def _sampled(folder: Path, cfg: TrainConfig, reuse: bool, allow: bool) -> dict[str, Any]:
