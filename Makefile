@@ -8,7 +8,8 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 STAMP := $(VENV)/.devicerl-installed
 EXTRAS ?= all
-PYTEST_ARGS ?=
+# Two test workers; the tests that start a Ray cluster share one (tests/conftest.py).
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 
 .PHONY: demo test setup system venv lint format bench clean
 

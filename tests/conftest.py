@@ -1,7 +1,8 @@
 """Makes the benchmark-only code (``benchmarks/``: the harness, the MiniWoB++ oracle and the
 official-env harness) importable by tests, by the names benchmark scripts use, keeps the
-sealed-test ledger of benchmarks run by tests apart from the committed one, and shortens the
-chat client's retry waits."""
+sealed-test ledger of benchmarks run by tests apart from the committed one, shortens the
+chat client's retry waits, and keeps the tests that start a Ray cluster on one pytest-xdist
+worker, one at a time."""
 
 import sys
 from pathlib import Path
@@ -11,6 +12,14 @@ import pytest
 BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
 if BENCHMARKS not in sys.path:
     sys.path.append(BENCHMARKS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``-n N --dist loadgroup`` the Ray tests form one group: two local Ray clusters at
+    once would compete for the two cores and the memory, and the cluster tests time node loss."""
+    for item in items:
+        if item.get_closest_marker("ray") is not None:
+            item.add_marker(pytest.mark.xdist_group("ray"))
 
 
 @pytest.fixture(autouse=True)
