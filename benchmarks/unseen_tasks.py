@@ -42,7 +42,7 @@ from harness.comparison import (
     run_one,
     task_rates,
 )
-from harness.report import bootstrap_interval
+from harness.report import bootstrap_interval, t_interval
 from harness.sealed import record_test_evaluation, test_evaluations
 from miniwob_suite import HEADS, _agent_kinds, coverage
 
@@ -84,8 +84,9 @@ PAIRS = (("gigpo", "grpo"), ("gigpo", "digirl"), ("grpo", "digirl"), ("filtered_
 
 def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) -> list[str]:
     """Per learner: its unseen mean with a 95 % interval over the unseen tasks (bootstrap;
-    per task, the mean over seeds), the seeds' own means, and its difference from the start
-    agent on the same tasks with a paired interval; then the paired differences of `PAIRS`."""
+    per task, the mean over seeds), the seeds' own means (and their Student-t interval from 3
+    seeds on), and its difference from the start agent on the same tasks with a paired interval;
+    then the paired differences of `PAIRS`."""
     rates = {
         s: _per_task("miniwob-unseen", [r for r in rows.values() if r["system"] == s])
         for s in systems
@@ -100,7 +101,11 @@ def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) 
     lines = []
     for system in systems:
         lo, hi = bootstrap_interval(rates[system])
-        seeds = ", ".join(f"{r['unseen']:.3f}" for r in rows.values() if r["system"] == system)
+        per_seed = [r["unseen"] for r in rows.values() if r["system"] == system]
+        seeds = ", ".join(f"{v:.3f}" for v in per_seed)
+        if len(per_seed) >= 3:  # with 2 seeds the t factor is 12.7: the values say more
+            s_lo, s_hi = t_interval(per_seed)
+            seeds += f"; over seeds [{s_lo:.3f}, {s_hi:.3f}]"
         lines.append(
             f"{system}: unseen {statistics.mean(rates[system]):.3f} [{lo:.3f}, {hi:.3f}] "
             f"(seeds: {seeds}); minus start {paired(system, 'start')}"

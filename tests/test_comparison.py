@@ -247,3 +247,25 @@ def test_bootstrap_interval_over_tasks() -> None:
     assert bootstrap_interval(values) == (lo, hi)  # seeded: the same report twice
     shifted = bootstrap_interval([v - 1.0 for v in values])  # differences may be negative
     assert shifted[0] == pytest.approx(lo - 1.0) and shifted[1] == pytest.approx(hi - 1.0)
+
+
+def test_unseen_report_gives_a_seed_interval_from_three_seeds() -> None:
+    from unseen_tasks import _intervals
+
+    from devicerl.tasks import resolve
+
+    names = [t.name for t in resolve("miniwob-unseen")]
+
+    def row(system: str, seed: int, rate: float) -> dict:
+        return {"system": system, "seed": seed, "unseen": rate,
+                "per_task_unseen": dict.fromkeys(names, rate)}  # fmt: skip
+
+    rows = {"start-s0": row("start", 0, 0.2)}
+    rows |= {f"grpo-s{i}": row("grpo", i, v) for i, v in enumerate([0.1, 0.2, 0.3])}
+    rows |= {f"gigpo-s{i}": row("gigpo", i, v) for i, v in enumerate([0.1, 0.3])}
+    grpo, gigpo, pair = _intervals(rows, ["grpo", "gigpo"], "start-s0")
+    lo, hi = t_interval([0.1, 0.2, 0.3])
+    assert grpo.startswith("grpo: unseen 0.200 [0.200, 0.200] (seeds: 0.100, 0.200, 0.300;")
+    assert f"over seeds [{lo:.3f}, {hi:.3f}]" in grpo and "minus start +0.000" in grpo
+    assert "over seeds" not in gigpo  # two seeds: the values alone
+    assert pair.startswith("gigpo minus grpo: +0.000")
