@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 
 from devicerl.agents.small import SmallAgent
+from devicerl.algos.regression import observations_of
+from devicerl.algos.selection import Sample
 from devicerl.data.store import TrajectoryStore
 
 
@@ -31,10 +33,7 @@ def main() -> int:
     final = SmallAgent.from_pretrained(args.run / "agent")
     rows = []
     for t in TrajectoryStore(args.run / "trajectories").read_all():
-        steps = range(t.length)
-        obs = [
-            t.agent_observation(i) if final.uses_history else t.steps[i].observation for i in steps
-        ]
+        obs = observations_of(final, [Sample(t, i) for i in range(t.length)])
         actions = [s.action for s in t.steps]
         with torch.no_grad():
             ref = start.log_prob(obs, actions).tolist()
