@@ -8,7 +8,10 @@ collection through the pool and the collector with the agent (weights fixed), an
   collector batching the ready devices' observations into the agent (the setup's agent, fixed
   weights);
 - ``train``: the setup trained online (`devicerl.runtime.trainer.Trainer`), collection
-  overlapping the learner.
+  overlapping the learner;
+- ``learner``: the setup's learner alone (offline, no devices) on the episodes the training part
+  stored: its seconds per iteration, and the episodes/s it could consume, the most training can
+  reach however well acting and learning overlap.
 
 Each part first warms up (every device opens every task's page once), then is measured for
 ``--seconds``. For collection and training the time of each part of the loop is reported as a
@@ -18,7 +21,8 @@ raw >= 0.5 and train / collect >= 0.8 in episodes/s, for the DOM agent and with 
 
     python benchmarks/loop_throughput.py --devices 3 --seconds 60 [--pixels]
 
-The last line is ``RESULT collect_vs_raw=X train_vs_collect=Y pixels=P`` (episodes/s ratios).
+The last line is ``RESULT collect_vs_raw=X train_vs_collect=Y pixels=P`` (episodes/s ratios);
+the line before it, ``learner_vs_collect``, the learner's own rate over collection's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import threading
 import time
 from dataclasses import replace
@@ -186,13 +191,29 @@ def train(cfg: TrainConfig, seconds: float, warmup: float, folder: Path) -> dict
     }
 
 
+def learner(cfg: TrainConfig, stored: Path, iterations: int, folder: Path) -> dict[str, float]:
+    """The setup's learner alone on the trajectories in ``stored`` (a run folder): offline
+    iterations, timed from the second on."""
+    cfg = replace(cfg, mode="offline", offline_data=str(stored), offline_iterations=iterations + 1)
+    run = RunDir(folder)
+    run.create().save_config(cfg)
+    Trainer(cfg, run).run()
+    marks = [json.loads(line)["time"] for line in (folder / "metrics.jsonl").open()]
+    per_iteration = (marks[-1] - marks[0]) / (len(marks) - 1)
+    return {
+        "seconds_per_iteration": per_iteration,
+        "episodes_per_s": cfg.trajectories_per_iter / per_iteration,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--devices", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=60.0, help="measured window of each part")
     ap.add_argument("--warmup", type=float, default=60.0, help="training: seconds not measured")
     ap.add_argument("--pixels", action="store_true", help="screenshots and the pixel agent")
-    ap.add_argument("--parts", nargs="+", default=["raw", "collect", "train"])
+    ap.add_argument("--parts", nargs="+", default=["raw", "collect", "train", "learner"])
+    ap.add_argument("--iterations", type=int, default=8, help="learner: timed iterations")
     ap.add_argument("--out", default="runs/loop-throughput", help="the training run's folder")
     ap.add_argument("--json", help="write the numbers here")
     ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
@@ -207,12 +228,15 @@ def main() -> None:
         print("collect ", json.dumps(out["collect"]), flush=True)
     if "train" in args.parts:
         folder = Path(args.out) / ("pixels" if args.pixels else "dom")
-        if folder.exists():
-            import shutil
-
-            shutil.rmtree(folder)
+        shutil.rmtree(folder, ignore_errors=True)
         out["train"] = train(replace(cfg), args.seconds, args.warmup, folder)
         print("train   ", json.dumps(out["train"]), flush=True)
+    if "learner" in args.parts:
+        folder = Path(args.out) / ("pixels" if args.pixels else "dom")
+        alone = folder.with_name(folder.name + "-learner")
+        shutil.rmtree(alone, ignore_errors=True)
+        out["learner"] = learner(cfg, folder, args.iterations, alone)
+        print("learner ", json.dumps(out["learner"]), flush=True)
     out["provenance"] = provenance()
     if all(k in out for k in ("raw", "collect", "train")):
         cv = out["collect"]["episodes_per_s"] / out["raw"]["episodes_per_s"]
@@ -220,6 +244,10 @@ def main() -> None:
         out["result"] = (
             f"RESULT collect_vs_raw={cv:.2f} train_vs_collect={tc:.2f} pixels={args.pixels}"
         )
+        if "learner" in out:
+            lc = out["learner"]["episodes_per_s"] / out["collect"]["episodes_per_s"]
+            print(f"learner_vs_collect={lc:.2f}")
+            out["learner_vs_collect"] = lc
         print(out["result"])
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
