@@ -15,7 +15,7 @@ import torch
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents.config import SmallAgentConfig
-from devicerl.agents.scripted import PlanOracle
+from devicerl.agents.scripted import PlanOracle, _plan_action
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
 from devicerl.cli.main import main as cli
 from devicerl.config import load_config
@@ -130,6 +130,33 @@ def test_a_wrong_action_fails_and_the_agent_never_sees_the_plan(env):
     seen, seen_again = agent.featurize([obs]), agent.featurize([again])
     for name in ("instr_ids", "instr_feats", "elem_ids", "elem_feats", "elem_role"):
         assert torch.equal(getattr(seen, name), getattr(seen_again, name)), name
+
+
+def test_a_picked_option_other_than_the_asked_one_fails(env):
+    # the plan taps the select, then the picker row (no id) by its text; here the first pick
+    # taps another row of the same picker, and the rest of the plan is followed
+    for seed in (0, 3):
+        obs = env.reset("webskills/pick-option", seed=seed)
+        plan = env.oracle()
+        picks = [i for i, step in enumerate(plan) if "pick" in step]
+        assert picks and all("tap" in plan[i - 1] for i in picks)
+        result = None
+        for i, step in enumerate(plan):
+            if i == picks[0]:
+                rows = [e for e in obs.elements if e.role == "option"]
+                assert step["pick"] in [e.text for e in rows]
+                wrong = next(e for e in rows if e.text != step["pick"])
+                action = Action.tap(*obs.to_normalised(*wrong.center))
+            else:
+                action = _plan_action(obs, step)
+            assert action.type is not ActionType.STATUS_TASK_IMPOSSIBLE, (seed, i, step)
+            result = env.step(action)
+            obs = result.observation
+            if i == picks[0]:  # the picker closed, the select shows the tapped row
+                assert not any(e.role == "option" for e in obs.elements)
+                select = next(e for e in obs.elements if e.attrs.get("id") == plan[i - 1]["tap"])
+                assert select.value == wrong.text
+        assert result is not None and result.terminated and not result.info["success"]
 
 
 def test_a_described_form_quotes_no_value_and_shuffles_its_boxes(env):

@@ -7,8 +7,9 @@ labelled X; to type W into X, tap X until it is focused, then type W.
 `PlanOracle` follows the solution a device knows for its episode (`DeviceEnv.oracle`, e.g. the
 web-skills pages of `devicerl.tasks.webskills`; the collector hands it to policies that declare
 ``uses_oracle``, never through the observation): taps of elements by DOM id (at their centre,
-where the small agent taps), texts to type, Enter, and taps and drags at free points. Where a
-device has no solution it falls back to `SyntheticOracle`.
+where the small agent taps), options of an open ``<select>`` picker by their text, texts to
+type, Enter, and taps and drags at free points. Where a device has no solution it falls back to
+`SyntheticOracle`.
 """
 
 from __future__ import annotations
@@ -51,8 +52,14 @@ class SyntheticOracle(Policy):
 
 
 def _plan_action(obs: Observation, step: dict) -> Action:
-    """One plan step on the current screen (impossible when its element is not shown). Free
-    points (``point``: [x, y], ``drag``: [x0, y0, x1, y1]) are in screen pixels."""
+    """One plan step on the current screen (impossible when its element is not shown):
+
+    - ``tap``: DOM id: tap the centre of the element whose ``id`` attribute it is;
+    - ``pick``: text: tap the centre of the shown option (role ``option``, e.g. a row of the
+      browser device's ``<select>`` picker, which has no id) whose text it is;
+    - ``type``: text to type; ``enter``: press Enter;
+    - ``point``: [x, y], ``drag``: [x0, y0, x1, y1]: free points, in screen pixels.
+    """
     if "type" in step:
         return Action.type_text(str(step["type"]))
     if step.get("enter"):
@@ -62,9 +69,13 @@ def _plan_action(obs: Observation, step: dict) -> Action:
     if "drag" in step:
         x0, y0, x1, y1 = step["drag"]
         return Action.swipe(*obs.to_normalised(x0, y0), *obs.to_normalised(x1, y1))
-    if "tap" not in step:
+    if "pick" in step:
+        text = str(step["pick"])
+        target = next((e for e in obs.elements if e.role == "option" and e.text == text), None)
+    elif "tap" in step:
+        target = next((e for e in obs.elements if e.attrs.get("id") == step["tap"]), None)
+    else:
         return Action.impossible()
-    target = next((e for e in obs.elements if e.attrs.get("id") == step["tap"]), None)
     if target is None:
         return Action.impossible()
     return Action.tap(*obs.to_normalised(*target.center))

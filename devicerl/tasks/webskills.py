@@ -2,7 +2,7 @@
 
 DigiRL never starts from scratch: its policy is AutoUI, pre-trained on human demonstrations before
 any RL. The small agent has no such checkpoint, so this suite gives it one without touching the
-tasks it is evaluated on: eight page generators of generic skills, written for this project (no
+tasks it is evaluated on: nine page generators of generic skills, written for this project (no
 MiniWoB++ page, instruction or instance), each an HTML page on MiniWoB++'s ``core`` scripts (the
 same 160x210 frame, seeding and reward globals, so the browser device runs them as it runs
 MiniWoB++):
@@ -18,7 +18,9 @@ MiniWoB++):
 - ``webskills/fill-described``: 2-4 labelled boxes in a shuffled order and a sentence that
   describes the search, with no value quoted: each value follows a phrase that holds its box's
   label or a word of the same stem ("painted by Novak": Painter), and one may stand uncued
-  before the thing sought ("maple chairs": Kind, the box left over).
+  before the thing sought ("maple chairs": Kind, the box left over);
+- ``webskills/pick-option``: choose the asked option in 1-3 labelled drop-down lists
+  (``<select>``, sometimes beside a text field), then press the named button.
 
 A second suite, ``webskills-reach`` (tasks ``webskills-reach/<name>``), has six pages for the
 skills of the reach heads (docs/agent-actions.md), which the first suite's agent lacks:
@@ -32,13 +34,14 @@ skills of the reach heads (docs/agent-actions.md), which the first suite's agent
 - ``type-transformed``: type computed text (another case, a sum, a difference, the next number);
 - ``scroll-find``: swipe a scrolling list until the named item shows, then tap it.
 
-Every page knows its solution (the device's `DeviceEnv.oracle`: taps of element ids, texts to
-type, Enter, and taps and drags at free points of the frame, which lie on the small agent's
-default point lattice), which the ``oracle`` agent (`devicerl.agents.scripted.PlanOracle`)
-follows to record demonstrations; it is never part of an observation, so agents read the page,
-never the plan. Words, labels and values come from the pages' own lists
-(``webskills_html/common.js``). The shipped setup ``webskills-pretrain`` collects and imitates the
-first suite, ``webskills-pretrain-reach`` both (docs/pretraining.md).
+Every page knows its solution (the device's `DeviceEnv.oracle`: taps of element ids, picker
+rows by their text (a tap on a ``<select>`` opens the browser device's phone-style picker,
+`devicerl.envs.browser.pickers`), texts to type, Enter, and taps and drags at free points of the
+frame, which lie on the small agent's default point lattice), which the ``oracle`` agent
+(`devicerl.agents.scripted.PlanOracle`) follows to record demonstrations; it is never part of an
+observation, so agents read the page, never the plan. Words, labels and values come from the
+pages' own lists (``webskills_html/common.js``). The shipped setup ``webskills-pretrain`` collects
+and imitates the first suite, ``webskills-pretrain-reach`` both (docs/pretraining.md).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ FAMILIES: dict[str, int] = {
     "focus-field": 5,
     "search-pick": 8,
     "fill-described": 10,
+    "pick-option": 10,
 }
 
 #: The ``webskills-reach`` pages (the reach heads' skills): task name -> step budget.

@@ -1,8 +1,9 @@
 // Web skills: procedurally generated pages of generic web-UI skills (tap a named element, fill
-// labelled fields, tick listed boxes, open a section, pick the n-th item, search then pick).
-// Each page defines genProblem() for MiniWoB++'s core.js (seeded through Math.seedrandom, so
-// equal seeds give equal pages) and publishes WS_PLAN: the oracle's steps, [{tap: domId} |
-// {type: text}], which only a demonstration policy reads (agents see the page).
+// labelled fields, tick listed boxes, open a section, pick the n-th item, search then pick,
+// choose from drop-down lists). Each page defines genProblem() for MiniWoB++'s core.js (seeded
+// through Math.seedrandom, so equal seeds give equal pages) and publishes WS_PLAN: the oracle's
+// steps, [{tap: domId} | {type: text} | {pick: optionText} | ...], which only a demonstration
+// policy reads (agents see the page).
 var ws = {};
 
 ws.WORDS = ["apple", "river", "stone", "cloud", "green", "table", "north", "paper", "glass",
@@ -26,6 +27,12 @@ ws.LABELS = ["Name", "Username", "Password", "Email", "City", "Code", "Title", "
   "Book", "Food", "Song", "Street", "Age", "Job", "Hobby", "Website", "Key", "PIN", "Word"];
 ws.BUTTONS = ["Submit", "OK", "Send", "Save", "Go", "Done", "Next", "Confirm", "Apply",
   "Continue", "Finish", "Enter", "Login", "Sign in", "Search", "Find", "Update", "Post"];
+// Labels of drop-down lists (<select>), none of them a text field's label.
+ws.MENU_LABELS = ["Colour", "Size", "Kind", "Style", "Flavour", "Shape", "Topic", "Group",
+  "Level", "Mode", "Plan", "Category", "Amount", "Room", "Seat", "Theme", "Region", "Month",
+  "Rating", "Speed", "Weight", "Length", "Material", "Pattern", "Grade", "Class", "Layout"];
+// First options of a drop-down list that stand for nothing chosen yet.
+ws.MENU_BLANKS = ["--", "Choose...", "Select one", "(none)", "- pick -", "Please choose"];
 ws.ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth"];
 ws.ORDINAL_NUMS = ["1st", "2nd", "3rd", "4th", "5th", "6th", "7th", "8th"];
 
@@ -98,6 +105,9 @@ ws.el = function (tag, parent, text, cls) {
 };
 ws.tap = function (el) { window.WS_PLAN.push({tap: el.id}); };
 ws.type = function (text) { window.WS_PLAN.push({type: text}); };
+// Choosing option `text` of a <select>: tap the select (the browser device opens its picker,
+// devicerl/envs/browser/pickers.py), then tap the picker row that shows `text` (rows have no id).
+ws.choose = function (select, text) { window.WS_PLAN.push({tap: select.id}, {pick: text}); };
 ws.query = function (text) { document.getElementById("query").textContent = text; };
 ws.end = function (ok, reason) { core.endEpisode(ok ? 1.0 : -1.0, ok, reason); };
 
@@ -142,6 +152,27 @@ ws.field = function (parent, label, style) {
   }
   row.appendChild(input);
   return input;
+};
+
+// A drop-down list (<select>) of `options` (texts, in the given order) with a label (left,
+// above, or none). `blank`, when given, is a first option of value "" (nothing chosen yet).
+ws.menu = function (parent, label, style, options, blank) {
+  var row = ws.el("div", parent);
+  row.style.margin = "3px 0";
+  if (style === "left" || style === "above") {
+    var lab = ws.el(ws.chance(0.7) ? "label" : "span", row, ws.chance(0.3) ? label + ":" : label);
+    if (ws.chance(0.5)) lab.className = "bold";
+    if (style === "above") ws.el("br", row);
+    else lab.style.marginRight = "4px";
+  }
+  var select = ws.el("select", row);
+  (blank ? [blank] : []).concat(options).forEach(function (text, i) {
+    var option = document.createElement("option");
+    option.value = blank && i === 0 ? "" : text;
+    option.textContent = text;
+    select.appendChild(option);
+  });
+  return select;
 };
 
 // -- free points, drags and keys (the reach pages, webskills-reach) ------------------------------
