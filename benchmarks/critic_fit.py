@@ -34,7 +34,6 @@ from devicerl.algos.base import usable
 from devicerl.algos.critic_fit import roc_auc, split_heldout
 from devicerl.algos.digirl import DigiRL
 from devicerl.algos.formulas import keep_steps
-from devicerl.algos.optim import adamw
 from devicerl.algos.selection import StepFilter, horizon
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import Trajectory
@@ -77,7 +76,7 @@ def fit(base: DigiRL, train: Sequence[Trajectory], updates: int, lr: float) -> D
     critics = learner.critics
     fresh = type(critics.step)(critics.step.config)
     critics.step.load_state_dict(fresh.state_dict())
-    critics.step_opt = adamw(critics.step.parameters(), lr)
+    critics.step_opt = torch.optim.AdamW(critics.step.parameters(), lr=lr)
     critics.fit(train, instruction_updates=0, step_updates=updates)
     return learner
 

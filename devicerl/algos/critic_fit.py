@@ -24,7 +24,6 @@ from devicerl.agents.critics import InstructionCritic, StepCritic, critic_config
 from devicerl.algos.config import CriticConfig
 from devicerl.algos.formulas import two_head_bce, value_bce
 from devicerl.algos.grad_sync import GradSync
-from devicerl.algos.optim import adamw
 from devicerl.records import Trajectory
 
 #: One trajectory in this many is held out of critic training, to score the critics on.
@@ -58,8 +57,8 @@ class Critics:
         self.grad_sync = grad_sync
         self.instr = InstructionCritic(net).to(device)
         self.step = StepCritic(net).to(device)
-        self.instr_opt = adamw(self.instr.parameters(), config.lr)
-        self.step_opt = adamw(self.step.parameters(), config.lr)
+        self.instr_opt = torch.optim.AdamW(self.instr.parameters(), lr=config.lr)
+        self.step_opt = torch.optim.AdamW(self.step.parameters(), lr=config.lr)
 
     def modules(self) -> dict[str, nn.Module]:
         return {"instr_critic": self.instr, "step_critic": self.step}

@@ -18,7 +18,6 @@ import torch
 from devicerl.agents.base import Policy
 from devicerl.algos.config import ActorConfig
 from devicerl.algos.grad_sync import GradSync
-from devicerl.algos.optim import adamw
 from devicerl.algos.selection import Sample
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Trajectory
@@ -46,7 +45,7 @@ class Regression:
         self.config = config
         self.rng = rng
         self.grad_sync = grad_sync
-        self.optimizer = adamw(actor.parameters(), config.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(list(actor.parameters()), lr=config.lr, weight_decay=0.0)
 
     def step(self, samples: Sequence[Sample], data: Sequence[Trajectory]) -> dict[str, float]:
         """``updates`` optimizer steps over minibatches of ``samples`` (entropy states from

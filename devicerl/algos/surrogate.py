@@ -21,7 +21,6 @@ from devicerl.agents.base import Policy
 from devicerl.algos.config import ActorConfig, GRPOConfig
 from devicerl.algos.grad_sync import GradSync
 from devicerl.algos.group_formulas import clipped_surrogate, kl_k3
-from devicerl.algos.optim import adamw
 from devicerl.algos.regression import observations_of
 from devicerl.algos.selection import Sample
 from devicerl.errors import ConfigError
@@ -52,7 +51,7 @@ class ClippedSurrogate:
         self.grpo = grpo
         self.rng = rng
         self.grad_sync = grad_sync
-        self.optimizer = adamw(actor.parameters(), config.lr, weight_decay=0.0)
+        self.optimizer = torch.optim.AdamW(list(actor.parameters()), lr=config.lr, weight_decay=0.0)
         #: a frozen copy of the start policy, for the KL penalty
         self.reference = copy.deepcopy(actor) if grpo.kl_coef is not None else None
 
