@@ -142,16 +142,19 @@ ws.field = function (parent, label, style) {
   input.id = "ws" + ws.nextId++;
   if (input.tagName === "INPUT") input.type = /password|pin/i.test(label || "") ? "password" : "text";
   input.style.width = "90px";
-  if (style === "left" || style === "above") {
-    var lab = ws.el(ws.chance(0.7) ? "label" : "span", row, ws.chance(0.3) ? label + ":" : label);
-    if (ws.chance(0.5)) lab.className = "bold";
-    if (style === "above") ws.el("br", row);
-    else lab.style.marginRight = "4px";
-  } else if (style === "placeholder") {
-    input.placeholder = label;
-  }
+  ws.label(row, label, style);
+  if (style === "placeholder") input.placeholder = label;
   row.appendChild(input);
   return input;
+};
+
+// A field's label in `row` when `style` puts it left of the field or above it (else nothing).
+ws.label = function (row, label, style) {
+  if (style !== "left" && style !== "above") return;
+  var lab = ws.el(ws.chance(0.7) ? "label" : "span", row, ws.chance(0.3) ? label + ":" : label);
+  if (ws.chance(0.5)) lab.className = "bold";
+  if (style === "above") ws.el("br", row);
+  else lab.style.marginRight = "4px";
 };
 
 // A drop-down list (<select>) of `options` (texts, in the given order) with a label (left,
@@ -159,12 +162,7 @@ ws.field = function (parent, label, style) {
 ws.menu = function (parent, label, style, options, blank) {
   var row = ws.el("div", parent);
   row.style.margin = "3px 0";
-  if (style === "left" || style === "above") {
-    var lab = ws.el(ws.chance(0.7) ? "label" : "span", row, ws.chance(0.3) ? label + ":" : label);
-    if (ws.chance(0.5)) lab.className = "bold";
-    if (style === "above") ws.el("br", row);
-    else lab.style.marginRight = "4px";
-  }
+  ws.label(row, label, style);
   var select = ws.el("select", row);
   (blank ? [blank] : []).concat(options).forEach(function (text, i) {
     var option = document.createElement("option");
