@@ -226,13 +226,12 @@ def main() -> None:
     if "collect" in args.parts:
         out["collect"] = collect(cfg, args.seconds)
         print("collect ", json.dumps(out["collect"]), flush=True)
+    folder = Path(args.out) / ("pixels" if args.pixels else "dom")  # the training run
     if "train" in args.parts:
-        folder = Path(args.out) / ("pixels" if args.pixels else "dom")
         shutil.rmtree(folder, ignore_errors=True)
         out["train"] = train(replace(cfg), args.seconds, args.warmup, folder)
         print("train   ", json.dumps(out["train"]), flush=True)
     if "learner" in args.parts:
-        folder = Path(args.out) / ("pixels" if args.pixels else "dom")
         alone = folder.with_name(folder.name + "-learner")
         shutil.rmtree(alone, ignore_errors=True)
         out["learner"] = learner(cfg, folder, args.iterations, alone)
