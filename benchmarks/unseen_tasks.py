@@ -26,6 +26,7 @@ protocol=unseen ...`` line.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import statistics
@@ -114,36 +115,69 @@ def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) 
     return lines
 
 
-def main() -> int:
+def arguments() -> argparse.ArgumentParser:
+    """The benchmark's command line."""
     doc = __doc__.split("\n\n")[0]
     ap = run_arguments(doc, "runs/unseen-tasks", 8000, 10, "training env steps per learner")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--systems", nargs="+", default=["digirl", "filtered_bc"], choices=LEARNERS)
     ap.add_argument(
+        "--split",
+        default="test",
+        choices=["test", "validation"],
+        help="the instances evaluated (validation: for decisions; only test is sealed)",
+    )
+    ap.add_argument(
+        "--also-train",
+        default="",
+        metavar="SPLITS",
+        help="task splits the learners train on beside the train tasks (e.g. the pre-training "
+        "pages: webskills,webskills-reach); never evaluated",
+    )
+    ap.add_argument(
         "--sampled",
         action="store_true",
         help="also evaluate each agent on the unseen tasks sampling its actions (T=1)",
     )
-    args = ap.parse_args()
-    out = Path(args.out)
+    return ap
+
+
+def setup_name(args: argparse.Namespace) -> str:
+    """The setup the runs use (``pretrained`` from a saved start agent, else ``tuned``), with
+    ``+SPLITS`` when the learners also train on other tasks: its own row in the sealed ledger."""
     pretrained = any(o.startswith("agent.path=") for o in args.overrides)
     setup = "pretrained" if pretrained else "tuned"
-    extra = [*(() if pretrained else HEADS), *args.overrides]
+    return f"{setup}+{args.also_train}" if args.also_train else setup
 
-    def config(system: str, seed: int, train: list[str], evaluate: str, n: int) -> Any:
-        # the random policy is uniform over the heads of the agent it stands beside
-        heads = HEADS if system == RANDOM and pretrained else ()
-        return run_config(
-            system,
-            seed,
-            setup=setup,
-            suite=",".join(train),
-            budget=args.budget,
-            eval_episodes=args.eval_episodes,
-            extra=[*extra, *heads, f"tasks.eval={evaluate}", f"eval.n_tasks={n}"],
-        )
 
-    probe = config(START, 0, ["miniwob/click-test"], "miniwob-unseen", 34)
+def system_config(
+    args: argparse.Namespace, system: str, seed: int, train: list[str], evaluate: str, n: int
+) -> Any:
+    """One system's run config: trained on `train` (learners also on ``--also-train``),
+    evaluated on ``--split`` instances of the first `n` tasks of `evaluate`."""
+    setup = setup_name(args).split("+")[0]
+    extra = [*(HEADS if setup == "tuned" else ()), *args.overrides]
+    # the random policy is uniform over the heads of the agent it stands beside
+    heads = HEADS if system == RANDOM and setup == "pretrained" else ()
+    also = [args.also_train] if args.also_train and system in LEARNERS else []
+    return run_config(
+        system,
+        seed,
+        setup=setup,
+        suite=",".join([*train, *also]),
+        split=args.split,
+        budget=args.budget,
+        eval_episodes=args.eval_episodes,
+        extra=[*extra, *heads, f"tasks.eval={evaluate}", f"eval.n_tasks={n}"],
+    )
+
+
+def main() -> int:
+    args = arguments().parse_args()
+    out = Path(args.out)
+    setup = setup_name(args)
+
+    probe = system_config(args, START, 0, ["miniwob/click-test"], "miniwob-unseen", 34)
     train, out_of_reach = _reachable(probe, "miniwob-train")
     unseen_reach, _ = _reachable(probe, "miniwob-unseen")
     print(
@@ -155,7 +189,7 @@ def main() -> int:
     fresh = False
     for system in [RANDOM, START, *args.systems]:
         for seed in args.seeds if system in LEARNERS else args.seeds[:1]:
-            cfg = config(system, seed, train, "miniwob-unseen", 34)
+            cfg = system_config(args, system, seed, train, "miniwob-unseen", 34)
             folder = out / f"{system}-s{seed}"
             sampled_file = folder / "eval-sampled" / "eval.json"
             before = sampled_file.stat().st_mtime_ns if sampled_file.exists() else None
@@ -165,7 +199,7 @@ def main() -> int:
             )  # fmt: skip
             ran = sampled_file.exists() and sampled_file.stat().st_mtime_ns != before
             fresh = fresh or not result.reused or ran  # test instances evaluated afresh
-            on_train = config(system, seed, train, "miniwob-train", 70)
+            on_train = system_config(args, system, seed, train, "miniwob-train", 70)
             if system in LEARNERS:
                 agent: Path | None = folder / "agent"
             else:  # the start agent as saved, or the random policy its config builds
@@ -197,8 +231,11 @@ def main() -> int:
     # the unseen tasks' test instances are sealed: count each fresh evaluation of them
     command = "python " + shlex.join(sys.argv)
     name = "miniwob-unseen"
-    evals = record_test_evaluation(name, setup, command, provenance()) if fresh else None
-    evals = evals or test_evaluations(name, setup)
+    if args.split == "test":
+        evals = record_test_evaluation(name, setup, command, provenance()) if fresh else None
+        evals = f"{evals or test_evaluations(name, setup)}"
+    else:
+        evals = "none split=validation"
     start_unseen = rows[f"{START}-s{args.seeds[0]}"]["unseen"]
     random_unseen = rows[f"{RANDOM}-s{args.seeds[0]}"]["unseen"]
     lines = []
