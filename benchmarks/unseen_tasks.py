@@ -142,11 +142,15 @@ def arguments() -> argparse.ArgumentParser:
     return ap
 
 
+def base_setup(args: argparse.Namespace) -> str:
+    """The shipped setup the runs use: ``pretrained`` from a saved start agent, else ``tuned``."""
+    return "pretrained" if any(o.startswith("agent.path=") for o in args.overrides) else "tuned"
+
+
 def setup_name(args: argparse.Namespace) -> str:
-    """The setup the runs use (``pretrained`` from a saved start agent, else ``tuned``), with
-    ``+SPLITS`` when the learners also train on other tasks: its own row in the sealed ledger."""
-    pretrained = any(o.startswith("agent.path=") for o in args.overrides)
-    setup = "pretrained" if pretrained else "tuned"
+    """`base_setup`, with ``+SPLITS`` when the learners also train on other tasks: its own row
+    in the sealed ledger."""
+    setup = base_setup(args)
     return f"{setup}+{args.also_train}" if args.also_train else setup
 
 
@@ -155,7 +159,7 @@ def system_config(
 ) -> Any:
     """One system's run config: trained on `train` (learners also on ``--also-train``),
     evaluated on ``--split`` instances of the first `n` tasks of `evaluate`."""
-    setup = setup_name(args).split("+")[0]
+    setup = base_setup(args)
     extra = [*(HEADS if setup == "tuned" else ()), *args.overrides]
     # the random policy is uniform over the heads of the agent it stands beside
     heads = HEADS if system == RANDOM and setup == "pretrained" else ()
