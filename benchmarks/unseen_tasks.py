@@ -128,13 +128,6 @@ def arguments() -> argparse.ArgumentParser:
         help="the instances evaluated (validation: for decisions; only test is sealed)",
     )
     ap.add_argument(
-        "--also-train",
-        default="",
-        metavar="SPLITS",
-        help="task splits the learners train on beside the train tasks (e.g. the pre-training "
-        "pages: webskills,webskills-reach); never evaluated",
-    )
-    ap.add_argument(
         "--sampled",
         action="store_true",
         help="also evaluate each agent on the unseen tasks sampling its actions (T=1)",
@@ -142,33 +135,25 @@ def arguments() -> argparse.ArgumentParser:
     return ap
 
 
-def base_setup(args: argparse.Namespace) -> str:
+def setup_name(args: argparse.Namespace) -> str:
     """The shipped setup the runs use: ``pretrained`` from a saved start agent, else ``tuned``."""
     return "pretrained" if any(o.startswith("agent.path=") for o in args.overrides) else "tuned"
-
-
-def setup_name(args: argparse.Namespace) -> str:
-    """`base_setup`, with ``+SPLITS`` when the learners also train on other tasks: its own row
-    in the sealed ledger."""
-    setup = base_setup(args)
-    return f"{setup}+{args.also_train}" if args.also_train else setup
 
 
 def system_config(
     args: argparse.Namespace, system: str, seed: int, train: list[str], evaluate: str, n: int
 ) -> Any:
-    """One system's run config: trained on `train` (learners also on ``--also-train``),
-    evaluated on ``--split`` instances of the first `n` tasks of `evaluate`."""
-    setup = base_setup(args)
+    """One system's run config: trained on `train`, evaluated on ``--split`` instances of the
+    first `n` tasks of `evaluate`."""
+    setup = setup_name(args)
     extra = [*(HEADS if setup == "tuned" else ()), *args.overrides]
     # the random policy is uniform over the heads of the agent it stands beside
     heads = HEADS if system == RANDOM and setup == "pretrained" else ()
-    also = [args.also_train] if args.also_train and system in LEARNERS else []
     return run_config(
         system,
         seed,
         setup=setup,
-        suite=",".join([*train, *also]),
+        suite=",".join(train),
         split=args.split,
         budget=args.budget,
         eval_episodes=args.eval_episodes,

@@ -271,18 +271,16 @@ def test_unseen_report_gives_a_seed_interval_from_three_seeds() -> None:
     assert pair.startswith("gigpo minus grpo: +0.000")
 
 
-def test_unseen_learners_may_also_train_on_other_tasks_evaluated_on_validation() -> None:
+def test_unseen_protocol_evaluates_the_split_asked_for() -> None:
     from unseen_tasks import START, arguments, setup_name, system_config
 
     from devicerl.tasks import resolve
 
-    args = arguments().parse_args(["--split", "validation", "--also-train", "webskills"])
-    assert setup_name(args) == "tuned+webskills"  # its own row in the sealed ledger
+    args = arguments().parse_args(["--split", "validation"])
+    assert setup_name(args) == "tuned"  # no saved start agent
     train = ["miniwob/click-test"]
     learner = system_config(args, "digirl", 0, train, "miniwob-unseen", 34)
     start = system_config(args, START, 0, train, "miniwob-unseen", 34)
-    trained = [t.name for t in resolve(learner.tasks.train)]
-    assert trained[0] == "miniwob/click-test" and "webskills/fill-form" in trained
-    assert [t.name for t in resolve(start.tasks.train)] == train  # only the learners
+    assert [t.name for t in resolve(learner.tasks.train)] == train
     assert learner.eval.split == start.eval.split == "validation"
     assert learner.tasks.eval == "miniwob-unseen" and learner.eval.n_tasks == 34
