@@ -8,8 +8,9 @@ Each learner (the run's setup from its saved start agent: ``agent.path``, fine-t
 on test instances of the unseen tasks (the run's own end-of-training evaluation) and of the
 train tasks (an evaluation of its saved agent). The start agent untrained and the random policy
 (uniform over what the agent can express) are evaluated on the same instances. A task the agent
-cannot reach counts 0. Interrupted, the same command continues (finished runs are reused,
-unfinished ones resume from their last checkpoint).
+cannot reach counts 0. ``--split validation`` evaluates validation instances instead, for
+decisions (nothing counted in the sealed ledger). Interrupted, the same command continues
+(finished runs are reused, unfinished ones resume from their last checkpoint).
 
     python benchmarks/unseen_tasks.py --out runs/unseen --budget 8000 --systems digirl \\
         filtered_bc agent.path=benchmarks/agents/webskills-reach-2026-11-27
