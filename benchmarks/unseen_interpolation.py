@@ -6,8 +6,9 @@ For each finished learner run of an ``unseen_tasks.py`` output folder (the same 
 each ``alpha`` of ``--alphas``, the agent with weights ``(1 - alpha) * start + alpha * trained``
 (every tensor of the two agents' ``model.safetensors``; the trained agent's settings) is saved in
 the run folder's ``interp-<alpha>/agent`` and evaluated greedily on the ``--split`` instances of
-the unseen and the train tasks, as the learner itself was. alpha = 1 is the trained agent, 0 the
-start. Finished evaluations are reused, so an interrupted command continues.
+the unseen and the train tasks, as the learner itself was. alpha = 1 is the trained agent (its
+differences are then taken on the same instances; without it, from the run's own evaluation),
+0 the start. Finished evaluations are reused, so an interrupted command continues.
 
     python benchmarks/unseen_interpolation.py --out runs/unseen --split validation \\
         --budget 4000 --eval-episodes 3 --seeds 0 1 --systems digirl --alphas 0.25 0.5 0.75 \\
@@ -17,7 +18,7 @@ The last lines are, per alpha, ``RESULT alpha=A unseen_mean=X train_mean=X start
 start_train=X trained_unseen=X seeds=K`` and 95 % intervals over the unseen tasks (bootstrap)
 of its paired differences from the start and from the trained agent. Test instances are sealed:
 a fresh evaluation of them is counted in the ledger under the setup
-``<setup>+interpolate-<alpha>``.
+``<setup>+interpolate-<alpha>`` (alpha 1: under ``<setup>``, the same agents).
 """
 
 from __future__ import annotations
@@ -47,9 +48,11 @@ def interpolate(start: Path, trained: Path, alpha: float, out: Path) -> Path:
     a, b = load_file(str(start / WEIGHTS)), load_file(str(trained / WEIGHTS))
     if set(a) != set(b) or any(a[k].shape != b[k].shape for k in a):
         raise SystemExit(f"error: {start} and {trained} are not the same network")
-    mixed = {k: torch.lerp(a[k].float(), b[k].float(), alpha).to(b[k].dtype) for k in a}
     if out.exists():
         shutil.rmtree(out)
+    if alpha == 1.0:  # the trained agent itself, bit for bit
+        return shutil.copytree(trained, out)
+    mixed = {k: torch.lerp(a[k].float(), b[k].float(), alpha).to(b[k].dtype) for k in a}
     shutil.copytree(trained, out, ignore=shutil.ignore_patterns(WEIGHTS))
     save_file(mixed, str(out / WEIGHTS))
     return out
@@ -89,7 +92,8 @@ def main() -> int:
             run = out / f"{system}-s{seed}"
             if not (run / "agent" / WEIGHTS).exists():
                 raise SystemExit(f"error: {run} has no trained agent; run unseen_tasks.py first")
-            trained_unseen.append(rates(run))
+            if 1.0 not in args.alphas:  # the trained agent: the run's own evaluation
+                trained_unseen.append(rates(run))
             for alpha in args.alphas:
                 home = run / f"interp-{alpha:g}"
                 agent = home / "agent"
@@ -119,6 +123,8 @@ def main() -> int:
                     "per_task_train": result["miniwob-train"],
                 }
                 rows.append(row)
+                if alpha == 1.0:
+                    trained_unseen.append(result["miniwob-unseen"])
                 print(
                     f"== {system} seed {seed} alpha {alpha:g}: unseen {row['unseen']:.3f}, "
                     f"train {row['train']:.3f}",
@@ -134,7 +140,8 @@ def main() -> int:
     for alpha, runs in per_alpha.items():
         mine = [r for r in rows if r["alpha"] == alpha]
         if args.split == "test":
-            name = f"{setup}+interpolate-{alpha:g}"
+            # alpha 1 is the setup's own agent: its evaluations count under the setup's name
+            name = setup if alpha == 1.0 else f"{setup}+interpolate-{alpha:g}"
             count = (
                 record_test_evaluation("miniwob-unseen", name, command, provenance())
                 if fresh[alpha]

@@ -121,7 +121,13 @@ def arguments() -> argparse.ArgumentParser:
     doc = __doc__.split("\n\n")[0]
     ap = run_arguments(doc, "runs/unseen-tasks", 8000, 10, "training env steps per learner")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
-    ap.add_argument("--systems", nargs="+", default=["digirl", "filtered_bc"], choices=LEARNERS)
+    ap.add_argument(
+        "--systems",
+        nargs="*",
+        default=["digirl", "filtered_bc"],
+        choices=LEARNERS,
+        help="the learners (none: only the start agent and the random policy are evaluated)",
+    )
     ap.add_argument(
         "--split",
         default="test",
