@@ -32,10 +32,16 @@ from pathlib import Path
 
 import torch
 from harness.comparison import START, evaluate_agent, task_rates
-from harness.report import bootstrap_interval
 from harness.sealed import record_test_evaluation, test_evaluations
 from safetensors.torch import load_file, save_file
-from unseen_tasks import _mean_over, _reachable, arguments, setup_name, system_config
+from unseen_tasks import (
+    _mean_over,
+    _reachable,
+    arguments,
+    paired_difference,
+    setup_name,
+    system_config,
+)
 
 from devicerl.runtime.provenance import provenance
 from devicerl.tasks import resolve
@@ -56,12 +62,6 @@ def interpolate(start: Path, trained: Path, alpha: float, out: Path) -> Path:
     shutil.copytree(trained, out, ignore=shutil.ignore_patterns(WEIGHTS))
     save_file(mixed, str(out / WEIGHTS))
     return out
-
-
-def _paired(a: list[float], b: list[float]) -> str:
-    diff = [x - y for x, y in zip(a, b)]
-    lo, hi = bootstrap_interval(diff)
-    return f"{statistics.mean(diff):+.3f} [{lo:+.3f}, {hi:+.3f}]"
 
 
 def main() -> int:
@@ -150,9 +150,10 @@ def main() -> int:
             evals = f"{count or test_evaluations('miniwob-unseen', name)}"
         else:
             evals = "none split=validation"
+        mixed = by_task(runs)
         lines.append(
-            f"alpha {alpha:g}: minus start {_paired(by_task(runs), by_task([start_unseen]))}; "
-            f"minus trained {_paired(by_task(runs), by_task(trained_unseen))}"
+            f"alpha {alpha:g}: minus start {paired_difference(mixed, by_task([start_unseen]))}; "
+            f"minus trained {paired_difference(mixed, by_task(trained_unseen))}"
         )
         lines.append(
             f"RESULT alpha={alpha:g} unseen_mean={statistics.mean(r['unseen'] for r in mine):.3f} "

@@ -80,6 +80,13 @@ def _per_task(split: str, rows: list[dict[str, Any]]) -> list[float]:
     return [statistics.mean(r[key].get(n, 0.0) for r in rows) for n in names]
 
 
+def paired_difference(a: list[float], b: list[float]) -> str:
+    """Mean of ``a - b`` (per task) with its 95 % bootstrap interval over the tasks."""
+    diff = [x - y for x, y in zip(a, b)]
+    lo, hi = bootstrap_interval(diff)
+    return f"{statistics.mean(diff):+.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
 #: Learner pairs whose paired difference on the unseen tasks is reported (when both ran).
 PAIRS = (("gigpo", "grpo"), ("gigpo", "digirl"), ("grpo", "digirl"), ("filtered_bc", "digirl"))
 
@@ -96,9 +103,7 @@ def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) 
     rates["start"] = _per_task("miniwob-unseen", [rows[start]])
 
     def paired(a: str, b: str) -> str:
-        diff = [x - y for x, y in zip(rates[a], rates[b])]
-        lo, hi = bootstrap_interval(diff)
-        return f"{statistics.mean(diff):+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        return paired_difference(rates[a], rates[b])
 
     lines = []
     for system in systems:
