@@ -4,7 +4,7 @@ skills on the unseen tasks while keeping RL's gains on the train tasks?
 
 For each finished learner run of an ``unseen_tasks.py`` output folder (the same arguments), and
 each ``alpha`` of ``--alphas``, the agent with weights ``(1 - alpha) * start + alpha * trained``
-(every tensor of the two agents' ``model.safetensors``; the trained agent's settings) is saved in
+(`devicerl.agents.interpolation`, as ``devicerl interpolate`` makes it) is saved in
 the run folder's ``interp-<alpha>/agent`` and evaluated greedily on the ``--split`` instances of
 the unseen and the train tasks, as the learner itself was. alpha = 1 is the trained agent (its
 differences are then taken on the same instances; without it, from the run's own evaluation),
@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import statistics
 import sys
 from pathlib import Path
 
-import torch
 from harness.comparison import START, evaluate_agent, task_rates
 from harness.sealed import record_test_evaluation, test_evaluations
-from safetensors.torch import load_file, save_file
 from unseen_tasks import (
     _mean_over,
     _reachable,
@@ -43,25 +40,9 @@ from unseen_tasks import (
     system_config,
 )
 
+from devicerl.agents.interpolation import interpolate_agents
 from devicerl.runtime.provenance import provenance
 from devicerl.tasks import resolve
-
-WEIGHTS = "model.safetensors"
-
-
-def interpolate(start: Path, trained: Path, alpha: float, out: Path) -> Path:
-    """Save in `out` the agent of `trained` with weights (1 - alpha) start + alpha trained."""
-    a, b = load_file(str(start / WEIGHTS)), load_file(str(trained / WEIGHTS))
-    if set(a) != set(b) or any(a[k].shape != b[k].shape for k in a):
-        raise SystemExit(f"error: {start} and {trained} are not the same network")
-    if out.exists():
-        shutil.rmtree(out)
-    if alpha == 1.0:  # the trained agent itself, bit for bit
-        return shutil.copytree(trained, out)
-    mixed = {k: torch.lerp(a[k].float(), b[k].float(), alpha).to(b[k].dtype) for k in a}
-    shutil.copytree(trained, out, ignore=shutil.ignore_patterns(WEIGHTS))
-    save_file(mixed, str(out / WEIGHTS))
-    return out
 
 
 def main() -> int:
@@ -90,7 +71,7 @@ def main() -> int:
     for system in args.systems:
         for seed in args.seeds:
             run = out / f"{system}-s{seed}"
-            if not (run / "agent" / WEIGHTS).exists():
+            if not (run / "agent").is_dir():
                 raise SystemExit(f"error: {run} has no trained agent; run unseen_tasks.py first")
             if 1.0 not in args.alphas:  # the trained agent: the run's own evaluation
                 trained_unseen.append(rates(run))
@@ -98,7 +79,7 @@ def main() -> int:
                 home = run / f"interp-{alpha:g}"
                 agent = home / "agent"
                 if not agent.exists():
-                    interpolate(start, run / "agent", alpha, agent)
+                    interpolate_agents(start, run / "agent", alpha, agent)
                 result = {}
                 for split, n, sub in (
                     ("miniwob-unseen", 34, "eval"),

@@ -8,7 +8,8 @@ newest ``ablation-dev16-YYYY-MM-DD.json``, the full-suite row the newest
 ``-focus-leak`` or ``-4k``, are earlier or smaller runs kept for the record), and the
 pre-trained full-suite row the newest ``miniwob-suite-YYYY-MM-DD[-suffix].json`` whose run
 trained from a saved agent (``agent.init_from`` or ``agent.path`` in its command); the
-unseen-tasks row reads the newest ``unseen-tasks-YYYY-MM-DD.json``.
+unseen-tasks row reads the newest ``unseen-tasks-YYYY-MM-DD.json``, the interpolation row the newest
+``unseen-interpolation-YYYY-MM-DD.json``.
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -32,6 +33,7 @@ _LEAGUE = re.compile(r"^league-\d{4}-\d{2}-\d{2}(-partial)?\.json$")
 _SUITE = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}\.json$")
 _SUITE_ANY = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}(-[\w-]+)?\.json$")
 _UNSEEN = re.compile(r"^unseen-tasks-\d{4}-\d{2}-\d{2}\.json$")
+_INTERPOLATION = re.compile(r"^unseen-interpolation-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATION = re.compile(r"^ablation-dev16-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATED = (  # (label, system) in the order of the row
     ("DigiRL", "digirl"),
@@ -233,6 +235,34 @@ def _unseen_row(results: Path) -> str | None:
     return f"| Unseen MiniWoB++ tasks | {setting} | {', '.join(cells)} {link} | `{name}` |"
 
 
+def _interpolation_row(results: Path) -> str | None:
+    """The unseen-tasks protocol's agents mixed with their start's weights
+    (docs/benchmarks.md#unseen-tasks): test instances, per alpha."""
+    name = _newest(results, _INTERPOLATION)
+    if name is None:
+        return None
+    data = json.loads((results / name).read_text())
+    by_alpha: dict[float, list[dict]] = {}
+    for r in data["rows"]:
+        by_alpha.setdefault(r["alpha"], []).append(r)
+    seeds = max(len(g) for g in by_alpha.values())
+    cells = [
+        f"{'the agents themselves' if a == 1 else f'alpha {a:g}'} "
+        f"{sum(r['unseen'] for r in g) / len(g):.3f} ({sum(r['train'] for r in g) / len(g):.3f})"
+        for a, g in sorted(by_alpha.items())
+    ]
+    start = re.search(r"start_unseen=(\S+) start_train=(\S+)", data["result"][-1])
+    if start:
+        cells.append(f"start {start[1]} ({start[2]})")
+    setting = (
+        f"the unseen-tasks protocol's DigiRL agents ({seeds} seeds) with weights (1 - alpha) "
+        "start + alpha trained, alpha chosen on validation; greedy success on test instances of "
+        "the unseen tasks; in brackets: on the train tasks"
+    )
+    link = "([docs/benchmarks.md](docs/benchmarks.md#unseen-tasks))"
+    return f"| Unseen tasks, interpolated | {setting} | {', '.join(cells)} {link} | `{name}` |"
+
+
 def table(results: Path = RESULTS) -> str:
     """The Markdown table, from the result files alone."""
     pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
@@ -249,6 +279,7 @@ def table(results: Path = RESULTS) -> str:
                 _suite_row(results, _newest(results, _SUITE), pretrained=False),
                 _suite_row(results, _newest_pretrained_suite(results), pretrained=True),
                 _unseen_row(results),
+                _interpolation_row(results),
                 _league_row(results),
             )
             if r

@@ -11,7 +11,6 @@ import os
 import shutil
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from harness.comparison import (
@@ -292,30 +291,3 @@ def test_unseen_protocol_can_evaluate_the_start_and_random_alone() -> None:
 
     args = arguments().parse_args(["--systems", "--", "agent.path=runs/agent"])
     assert args.systems == [] and args.overrides == ["agent.path=runs/agent"]
-
-
-def test_interpolation_mixes_every_tensor_and_refuses_other_networks(tmp_path) -> None:
-    import torch
-    from safetensors.torch import load_file, save_file
-    from unseen_interpolation import interpolate
-
-    def agent(name: str, weights: dict[str, torch.Tensor]) -> Path:
-        folder = tmp_path / name
-        folder.mkdir()
-        save_file(weights, str(folder / "model.safetensors"))
-        (folder / "small_agent.json").write_text(json.dumps({"name": name}))
-        return folder
-
-    start = agent("start", {"w": torch.zeros(2, 3), "b": torch.full((3,), 4.0)})
-    trained = agent("trained", {"w": torch.ones(2, 3), "b": torch.zeros(3)})
-    mixed = load_file(
-        str(interpolate(start, trained, 0.25, tmp_path / "mix") / "model.safetensors")
-    )
-    assert torch.allclose(mixed["w"], torch.full((2, 3), 0.25))
-    assert torch.allclose(mixed["b"], torch.full((3,), 3.0))
-    assert json.loads((tmp_path / "mix" / "small_agent.json").read_text()) == {"name": "trained"}
-    same = interpolate(start, trained, 1.0, tmp_path / "one") / "model.safetensors"
-    assert same.read_bytes() == (trained / "model.safetensors").read_bytes()
-    other = agent("other", {"w": torch.ones(3, 2), "b": torch.zeros(3)})
-    with pytest.raises(SystemExit, match="not the same network"):
-        interpolate(start, other, 0.5, tmp_path / "bad")

@@ -32,6 +32,7 @@ COMMANDS = (
     "import-digirl",
     "cluster",
     "league",
+    "interpolate",
 )
 
 
