@@ -15,6 +15,7 @@ trained agent's. The two must be the same network: the same files, names and sha
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 from devicerl.errors import ConfigError, DataError, PathError
@@ -41,9 +42,9 @@ def interpolate_agents(start: Path, trained: Path, alpha: float, out: Path) -> P
         raise DataError(f"{trained}: no *.safetensors weights to interpolate")
     if missing := [str(f) for f in files if not (start / f).is_file()]:
         raise DataError(f"{start}: lacks {missing[0]}: not the start of {trained}")
-    tmp = out.with_name(f".{out.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(trained, tmp)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    tmp = shutil.copytree(trained, work / "agent")
     try:
         for f in files if alpha < 1.0 else ():
             try:
@@ -65,5 +66,5 @@ def interpolate_agents(start: Path, trained: Path, alpha: float, out: Path) -> P
             save_file(mixed, str(tmp / f))
         tmp.rename(out)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
     return out
