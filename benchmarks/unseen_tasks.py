@@ -102,9 +102,6 @@ def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) 
     }
     rates["start"] = _per_task("miniwob-unseen", [rows[start]])
 
-    def paired(a: str, b: str) -> str:
-        return paired_difference(rates[a], rates[b])
-
     lines = []
     for system in systems:
         lo, hi = bootstrap_interval(rates[system])
@@ -115,9 +112,13 @@ def _intervals(rows: dict[str, dict[str, Any]], systems: list[str], start: str) 
             seeds += f"; over seeds [{s_lo:.3f}, {s_hi:.3f}]"
         lines.append(
             f"{system}: unseen {statistics.mean(rates[system]):.3f} [{lo:.3f}, {hi:.3f}] "
-            f"(seeds: {seeds}); minus start {paired(system, 'start')}"
+            f"(seeds: {seeds}); minus start {paired_difference(rates[system], rates['start'])}"
         )
-    lines += [f"{a} minus {b}: {paired(a, b)}" for a, b in PAIRS if a in rates and b in rates]
+    lines += [
+        f"{a} minus {b}: {paired_difference(rates[a], rates[b])}"
+        for a, b in PAIRS
+        if a in rates and b in rates
+    ]
     return lines
 
 
