@@ -136,6 +136,8 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     before = evaluated.stat().st_mtime_ns
     compare(tmp_path / "cmp", **kw)  # the same agent: read, not evaluated again
     assert evaluated.stat().st_mtime_ns == before
+    compare(tmp_path / "cmp", **{**kw, "budget": 480})  # the learners' budget is not its own
+    assert evaluated.stat().st_mtime_ns == before
     sampled_file = tmp_path / "cmp" / "start-s0" / "eval-sampled" / "eval.json"
     sampled_before = sampled_file.stat().st_mtime_ns
     later = time.time() + 60  # the same files written anew (a fresh checkout of the agent)
@@ -153,6 +155,16 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     SmallAgent(replace(saved.config, seed=4)).save(tmp_path / "agent")  # made again, same path
     compare(tmp_path / "cmp", **kw)
     assert evaluated.stat().st_mtime_ns != before  # another start: evaluated again
+    before = evaluated.stat().st_mtime_ns
+    linked = tmp_path / "cmp2" / "start-s0"  # another comparison links the finished row
+    linked.parent.mkdir()
+    linked.symlink_to(tmp_path / "cmp" / "start-s0")
+    compare(tmp_path / "cmp2", **kw)
+    assert evaluated.stat().st_mtime_ns == before  # read through the link
+    SmallAgent(replace(saved.config, seed=6)).save(tmp_path / "agent")
+    compare(tmp_path / "cmp2", **kw)  # evaluated again: in place of the link, not through it
+    assert not linked.is_symlink() and (linked / "eval.json").exists()
+    assert evaluated.stat().st_mtime_ns == before
 
 
 @pytest.mark.slow

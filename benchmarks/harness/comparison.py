@@ -126,6 +126,8 @@ def _relevant(cfg: TrainConfig) -> dict[str, Any]:
         others.discard("grpo")
     for key in (*PLUMBING, *sorted(others), *(("critic",) if cfg.algo != "digirl" else ())):
         data.pop(key)
+    if cfg.mode == "eval":  # an evaluation trains on no env step: the budget is not its own
+        data.pop("env_steps")
     return data
 
 
@@ -264,7 +266,9 @@ def _train_and_eval(
             run_dir.unlock()
             raise
     else:
-        if folder.exists():  # a fresh run: never append to an older run's metrics
+        if folder.is_symlink():  # a linked run of another folder: replaced, left intact there
+            folder.unlink()
+        elif folder.exists():  # a fresh run: never append to an older run's metrics
             shutil.rmtree(folder)
         run_dir.create()
         run_dir.save_config(cfg)
