@@ -121,6 +121,7 @@ class RolloutFleet:
         self._members: dict[int, _Member] = {}
         self._incarnations: Counter[int] = Counter()
         self._gone: dict[str, float] = {}  # summed stats of groups that are gone
+        self._lock = threading.Lock()
         self._weights = _Weights(version)
         if roster is not None:
             self.publish(roster, version)
@@ -130,7 +131,6 @@ class RolloutFleet:
         self._awaiting: dict[str, tuple[tuple[int, int], Trajectory]] = {}
         self._rescue = Rescue(cfg.judge)
         self._rescuing: dict[str, Trajectory] = {}  # judged here: their group was lost
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="rollout-fleet", daemon=True)
@@ -164,8 +164,10 @@ class RolloutFleet:
         if weights is not None:
             ref = self.ray.put(weights)
             self.counters["weights_put"] += 1
-        self._weights = _Weights(version, ref)
-        for m in list(self._members.values()):
+        with self._lock:  # a group `_fill` creates meanwhile starts from these, or is told
+            self._weights = _Weights(version, ref)
+            members = list(self._members.values())
+        for m in members:
             m.actor.set_weights.remote(version, [ref] if ref is not None else [])
 
     @property
@@ -283,9 +285,9 @@ class RolloutFleet:
                 continue
             incarnation = self._incarnations[index]
             self._incarnations[index] += 1
-            spec = GroupSpec(self.cfg, index, incarnation, self._weights, self.ledger)
-            member = _Member(index, incarnation, self.actor_cls.remote(spec))
-            with self._lock:
+            with self._lock:  # with `publish`: never created from weights it is not told of
+                spec = GroupSpec(self.cfg, index, incarnation, self._weights, self.ledger)
+                member = _Member(index, incarnation, self.actor_cls.remote(spec))
                 self._members[index] = member
             self.counters["groups_created"] += 1
 
