@@ -1,8 +1,9 @@
-"""Full-suite benchmark: one DigiRL run over the 104 MiniWoB++ tasks of Synapse's Table 3,
+"""Full-suite benchmark: one RL run over the 104 MiniWoB++ tasks of Synapse's Table 3,
 beside the published results.
 
-One multi-task training run of the small CPU agent (DigiRL, the `tuned` setup: the shipped
-``miniwob-digirl-tuned``, online from scratch, no demonstrations) with the reach
+One multi-task training run of the small CPU agent (DigiRL by default, ``--algorithm
+filtered_bc`` for Filtered BC; the `tuned` setup: the shipped ``miniwob-digirl-tuned`` or
+``miniwob-filteredbc-tuned``, online from scratch, no demonstrations) with the reach
 heads of docs/agent-actions.md switched on (`HEADS`: taps at any point and drags, page-text
 spans, the character decoder, Enter, screenshot pixel features), over every task of Synapse
 (arXiv 2306.07863) App. A Table 3 (`TABLE3_TASKS`; names our ``miniwob`` package spells
@@ -15,7 +16,7 @@ DOM-Q-Net ...), read at run time from the published table (``--published``; the 
 outside the repository). ``--out`` gets ``suite.txt``, ``suite.json`` and ``suite.png``;
 the last line printed is
 
-    RESULT suite_mean=X tasks_at_human=N tasks=104 env_steps=N
+    RESULT suite_mean=X tasks_at_human=N tasks=104 env_steps=N seeds=1 test_evals=N
 
 (unreachable tasks count 0; a task is at human level when its success >= Human's score).
 Interrupted (killed, Ctrl-C, SIGTERM), the same command continues the run from its last
@@ -30,13 +31,14 @@ config and code is read instead of re-run.
 ``--untrained`` evaluates the agent without training (``start-s<seed>``): with ``agent.path`` a
 saved agent as it is, e.g. the web-skills pre-trained one (docs/pretraining.md); its own saved
 configuration then says which tasks it can reach. ``agent.path`` without ``--untrained``
-starts the DigiRL run from that agent, with the ``pretrained`` setup's fine-tuning settings
+starts the training run from that agent, with the ``pretrained`` setup's fine-tuning settings
 (the shipped ``miniwob-digirl-pretrained``) instead of ``tuned``'s. ``agent.init_from=AGENT``
 does the same but keeps the reach heads: the benchmark's agent starts from that agent's
 weights, and the parts it lacks (the heads, the pixel features) start fresh
 (`devicerl.agents.small.SmallAgent.load_matching`):
 
     python benchmarks/miniwob_suite.py --out runs/suite-grown agent.init_from=AGENT
+    python benchmarks/miniwob_suite.py --algorithm filtered_bc --out runs/fbc agent.init_from=AGENT
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -58,8 +61,14 @@ from harness.comparison import run_arguments
 from devicerl.errors import ConfigError
 from devicerl.tasks.miniwob_table3 import PACKAGE_NAMES, TABLE3_TASKS
 
+#: The suite's name in the sealed test's ledger (`harness.sealed`).
+SEALED = "miniwob-table3"
+
 #: The development tasks (setups, options and the web-skills pages were developed on them).
 DEV16 = "miniwob-dev16"
+
+#: The learners a run can train with (comparison system name -> how the report names it).
+ALGORITHMS: dict[str, str] = {"digirl": "DigiRL", "filtered_bc": "Filtered BC"}
 
 #: Published columns printed beside ours: the last is the best pre-2022 method per task.
 COLUMNS: tuple[str, ...] = ("Human", "CC-Net", "CC-Net(BC)", "WebN-T5", "Others")
@@ -310,11 +319,13 @@ def format_table(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) 
     return "\n".join(lines)
 
 
-def result_line(summary: Mapping[str, Any], env_steps: int) -> str:
+def result_line(summary: Mapping[str, Any], env_steps: int, test_evals: int) -> str:
+    """The RESULT line: one run (one training seed); ``test_evals`` is the sealed ledger's
+    count of the suite's test evaluations for this setup, this one included."""
     return (
         f"RESULT suite_mean={summary['suite_mean']:.3f} "
         f"tasks_at_human={summary['tasks_at_human']} tasks={summary['tasks']} "
-        f"env_steps={env_steps}"
+        f"env_steps={env_steps} seeds=1 test_evals={test_evals}"
     )
 
 
@@ -353,6 +364,7 @@ def _parse() -> argparse.Namespace:
     doc = __doc__.split("\n\n")[0]
     ap = run_arguments(doc, "runs/miniwob-suite", 20000, 20, "training env steps")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--algorithm", choices=list(ALGORITHMS), default="digirl")
     ap.add_argument("--tasks", default="", help="comma-separated Table 3 tasks (default: all)")
     ap.add_argument("--published", default=None, help="published Table 3 CSV")
     ap.add_argument("--quick", action="store_true", help="5 tasks, 300 env steps, 2 seeds each")
@@ -381,10 +393,11 @@ def _parse() -> argparse.Namespace:
 
 
 def _system(args: argparse.Namespace) -> str:
-    """The comparison system this call runs: DigiRL, or the agent evaluated untrained."""
+    """The comparison system this call runs: the chosen algorithm, or the agent evaluated
+    untrained."""
     from harness.comparison import START
 
-    return START if getattr(args, "untrained", False) else "digirl"
+    return START if getattr(args, "untrained", False) else args.algorithm
 
 
 def _agent_kinds(cfg: Any) -> Any:
@@ -454,6 +467,7 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
 
 def main() -> int:
     from harness.comparison import RunStopped, run_one
+    from harness.sealed import record_test_evaluation, test_evaluations
 
     from devicerl.runtime.provenance import provenance
     from devicerl.tasks import resolve
@@ -473,11 +487,11 @@ def main() -> int:
     cfg = _config(args, trained, args.budget, [])
     system = _system(args)
     what = "the agent, untrained"
-    if system == "digirl":  # a saved agent (agent.path) keeps its own heads
-        setup = "pretrained" if cfg.agent.path or cfg.agent.init_from else "tuned"
-        what = f"DigiRL {setup}{'' if cfg.agent.path else ' + reach heads'}"
+    setup = "pretrained" if cfg.agent.path or cfg.agent.init_from else "tuned"
+    if system in ALGORITHMS:  # a saved agent (agent.path) keeps its own heads
+        what = f"{ALGORITHMS[system]} {setup}{'' if cfg.agent.path else ' + reach heads'}"
     if cfg.agent.path:
-        what += f" ({'from ' if system == 'digirl' else ''}{cfg.agent.path})"
+        what += f" ({'from ' if system in ALGORITHMS else ''}{cfg.agent.path})"
     elif cfg.agent.init_from:
         what += f" (weights from {cfg.agent.init_from}; the parts it lacks start fresh)"
     # a saved agent brings its own action space: the heads it has, not the ones HEADS asks for
@@ -487,7 +501,7 @@ def main() -> int:
     out = Path(args.out)
     folder = out / f"{system}-s{args.seed}"
     started = time.time()
-    budget = args.budget if system == "digirl" else 0
+    budget = args.budget if system in ALGORITHMS else 0
     print(
         f"== {what} on {len(trained)} of {len(chosen)} Table 3 tasks ({len(excluded)} out of "
         f"reach, counted 0), {budget} env steps, then {args.eval_episodes} test seeds per task; "
@@ -508,9 +522,16 @@ def main() -> int:
     except RunStopped as e:
         print(f"stopped: {e}", file=sys.stderr)
         return 130
+    # the suite's test instances are sealed: count each fresh evaluation of them
+    command = "python " + shlex.join(sys.argv)
+    test_evals = (
+        test_evaluations(SEALED, setup)
+        if result.reused
+        else record_test_evaluation(SEALED, setup, command, provenance())
+    )
     eval_file = json.loads((folder / "eval.json").read_text("utf-8"))
     episodes = {k: int(v["episodes"]) for k, v in eval_file["per_task"].items()}
-    trained = training_counts(folder / "trajectories") if system == "digirl" else None
+    trained = training_counts(folder / "trajectories") if system in ALGORITHMS else None
     rows = suite_rows(chosen, result.per_task, episodes, published, excluded, trained)
     summary = summarise(rows)
     header = (
@@ -523,7 +544,8 @@ def main() -> int:
         f" this call {time.time() - started:.0f} s); commit "
         f"{result.provenance.get('git_commit')}"
     )
-    text = "\n".join([header, format_table(rows, summary), result_line(summary, result.env_steps)])
+    result_text = result_line(summary, result.env_steps, test_evals)
+    text = "\n".join([header, format_table(rows, summary), result_text])
     print(text)
     (out / "suite.txt").write_text(text + "\n", encoding="utf-8")
     report = {
@@ -537,13 +559,13 @@ def main() -> int:
         "rows": rows,
         "run_provenance": result.provenance,
         "provenance": provenance(),
-        "result": result_line(summary, result.env_steps),
+        "test_evals": test_evals,
+        "result": result_text,
     }
     (out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     title = (
         f"MiniWoB++, Synapse Table 3 ({len(chosen)} tasks): {what}, "
-        f"{result.env_steps} env steps, {args.eval_episodes} test seeds per task\n"
-        + result_line(summary, result.env_steps)
+        f"{result.env_steps} env steps, {args.eval_episodes} test seeds per task\n" + result_text
     )
     plot(rows, out / "suite.png", title)
     return 0

@@ -160,43 +160,73 @@ def _from_saved_agent(command: list[str]) -> bool:
     return saved and "--untrained" not in command
 
 
-def _newest_pretrained_suite(results: Path) -> str | None:
-    """The newest full-suite run that trained from a saved agent, whatever its suffix."""
-    names = (p.name for p in results.glob("*.json") if _SUITE_ANY.match(p.name))
-    return max(
-        (n for n in names if _from_saved_agent(json.loads((results / n).read_text())["command"])),
-        default=None,
-    )
+#: The learners of the full-suite runs, as the table names them (``--algorithm``).
+_LEARNERS = {"digirl": "DigiRL", "filtered_bc": "Filtered BC"}
 
 
-def _suite_row(results: Path, name: str | None, pretrained: bool) -> str | None:
+def _learner(command: list[str]) -> str:
+    """The ``--algorithm`` a full-suite run trained with (DigiRL where the command names none)."""
+    for i, arg in enumerate(command):
+        if arg.startswith("--algorithm="):
+            return arg.split("=", 1)[1]
+        if arg == "--algorithm" and i + 1 < len(command):
+            return command[i + 1]
+    return "digirl"
+
+
+def _newest_scratch_suite(results: Path) -> list[str]:
+    """The newest budget-sized full-suite run from scratch (no suffix), as a list of one."""
+    name = _newest(results, _SUITE)
+    return [name] if name else []
+
+
+def _newest_pretrained_suite(results: Path) -> list[str]:
+    """Per learner, the newest full-suite run that trained from a saved agent, whatever its
+    suffix (DigiRL first)."""
+    newest: dict[str, str] = {}
+    for name in sorted(p.name for p in results.glob("*.json") if _SUITE_ANY.match(p.name)):
+        command = json.loads((results / name).read_text())["command"]
+        if _from_saved_agent(command):
+            newest[_learner(command)] = name
+    return [newest[k] for k in _LEARNERS if k in newest]
+
+
+def _suite_row(results: Path, names: list[str], pretrained: bool) -> str | None:
     """A full-suite benchmark (docs/reach.md#full-suite-benchmark): from scratch or from the
-    web-skills pre-trained agent grown with the reach heads."""
-    if name is None:
+    web-skills pre-trained agent grown with the reach heads; one run per learner."""
+    if not names:
         return None
-    data = json.loads((results / name).read_text())
-    s, cols = data["summary"], data["summary"]["columns"]
+    runs = [json.loads((results / n).read_text()) for n in names]
+    learners = [_LEARNERS[_learner(d["command"])] for d in runs]
+    cols = runs[0]["summary"]["columns"]
     start = (
         "from the web-skills pre-trained agent grown with the reach heads, `pretrained` "
         "fine-tuning,"
         if pretrained
         else "(`tuned` + reach heads) online from scratch"
     )
+    steps = " / ".join(f"{d['env_steps']:,}" for d in runs)
     setting = (
-        f"small CPU agent, one DigiRL run {start} over "
-        f"Synapse's {s['tasks']} tasks, {data['env_steps']:,} env steps, 1 seed, "
-        f"{data['eval_episodes']} test instances per task; greedy success, mean over all tasks "
-        "(out of reach = 0)"
+        f"small CPU agent, one {' and one '.join(learners)} run {start} over "
+        f"Synapse's {runs[0]['summary']['tasks']} tasks, {steps} env steps, 1 seed, "
+        f"{runs[0]['eval_episodes']} test instances per task; greedy success, mean over all "
+        "tasks (out of reach = 0)"
+    )
+    ours = "; ".join(
+        f"{who} {d['summary']['suite_mean']:.3f} ({d['summary']['tasks_at_human']} tasks at "
+        "human level)"
+        for who, d in zip(learners, runs)
     )
     cells = (
-        f"DigiRL {s['suite_mean']:.3f} ({s['tasks_at_human']} tasks at human level); published: "
+        f"{ours}; published: "
         f"CC-Net (BC only) {cols['CC-Net(BC)']['mean_all']:.3f}, best pre-2022 "
         f"{cols['Others']['mean_reported']:.3f} (its {cols['Others']['reported']} tasks), "
         f"human {cols['Human']['mean_all']:.3f} "
         "([docs/reach.md](docs/reach.md#full-suite-benchmark))"
     )
     label = "MiniWoB++ full suite (pretrained)" if pretrained else "MiniWoB++ full suite"
-    return f"| {label} | {setting} | {cells} | `{name}` |"
+    source = ", ".join(f"`{n}`" for n in names)
+    return f"| {label} | {setting} | {cells} | {source} |"
 
 
 def _unseen_row(results: Path) -> str | None:
@@ -276,7 +306,7 @@ def table(results: Path = RESULTS) -> str:
             r
             for r in (
                 _ablation_row(results),
-                _suite_row(results, _newest(results, _SUITE), pretrained=False),
+                _suite_row(results, _newest_scratch_suite(results), pretrained=False),
                 _suite_row(results, _newest_pretrained_suite(results), pretrained=True),
                 _unseen_row(results),
                 _interpolation_row(results),

@@ -130,8 +130,8 @@ def test_table_and_result_line_from_a_fake_result(tmp_path) -> None:
     assert "| **mean** | **0.375** |" in text
     assert "  chase-circle: outside the AitW action space: hover" in lines
     assert "mean over the 2 tasks outside miniwob-dev16 (the development split): 0.250" in text
-    assert ms.result_line(summary, 1234) == (
-        "RESULT suite_mean=0.375 tasks_at_human=1 tasks=4 env_steps=1234"
+    assert ms.result_line(summary, 1234, 3) == (
+        "RESULT suite_mean=0.375 tasks_at_human=1 tasks=4 env_steps=1234 seeds=1 test_evals=3"
     )
     png = ms.plot(rows, tmp_path / "suite.png", "fake")
     assert png.stat().st_size > 5_000
@@ -161,3 +161,19 @@ def test_the_table_shows_each_tasks_training_successes(tmp_path) -> None:
     assert lines[3].endswith("| 0/1 |") and lines[4].endswith("| 0/0 |")
     untrained = ms.suite_rows(tasks, {}, {}, published, {})  # the untrained agent: no column
     assert "train" not in ms.format_table(untrained, ms.summarise(untrained)).splitlines()[0]
+
+
+@pytest.mark.parametrize("algorithm", list(ms.ALGORITHMS))
+def test_the_run_trains_with_the_chosen_algorithm_from_its_own_setup(algorithm) -> None:
+    import argparse
+
+    grown = argparse.Namespace(algorithm=algorithm, seed=1, eval_episodes=20, untrained=False,
+                               overrides=["agent.init_from=some/agent"])  # fmt: skip
+    cfg = ms._config(grown, ["miniwob/click-test", "miniwob/enter-text"], 500, [])
+    assert (cfg.algo, cfg.mode, cfg.env_steps, cfg.seed) == (algorithm, "online", 500, 1)
+    assert cfg.agent.init_from == "some/agent" and cfg.agent.path is None
+    assert "page_text" in cfg.agent.small.heads and cfg.eval.split == "test"
+    # the pretrained setup of that algorithm: Filtered BC keeps its own selection steps
+    assert bool(cfg.filtered_bc.selection) and cfg.actor.loss_floor is False
+    untrained = argparse.Namespace(**{**vars(grown), "untrained": True})
+    assert ms._config(untrained, ["miniwob/click-test"], 500, []).mode == "eval"

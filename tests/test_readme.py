@@ -128,6 +128,13 @@ def test_the_pretrained_full_suite_row_reads_the_newest_run_from_a_saved_agent(t
     row = next(r for r in table.splitlines() if label in r)  # not the untrained or scratch runs
     assert "DigiRL 0.432" in row and "miniwob-suite-2099-01-01-gated.json" in row
     assert "| MiniWoB++ full suite |" not in table  # suffixed runs from scratch: no row
+    fbc = dict(data, command=[*data["command"], "--algorithm", "filtered_bc"])
+    fbc["summary"] = dict(data["summary"], suite_mean=0.2345)
+    (results / "miniwob-suite-2099-04-01-fbc.json").write_text(json.dumps(fbc))
+    row = next(r for r in script.table(results).splitlines() if label in r)
+    assert "one DigiRL and one Filtered BC run" in row  # the newest run of each learner
+    assert "DigiRL 0.432" in row and "Filtered BC 0.234" in row
+    assert "`miniwob-suite-2099-01-01-gated.json`, `miniwob-suite-2099-04-01-fbc.json`" in row
 
 
 def test_the_ablation_row_reads_the_newest_dev16_ablation(tmp_path) -> None:
