@@ -55,7 +55,7 @@ from devicerl.actions import Action
 from devicerl.config import load_config
 from devicerl.runtime.cluster.fleet import POLL_S, RolloutFleet
 from devicerl.runtime.cluster.local import GROUP_RESOURCE, LocalCluster
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
 
 NODES = 4
 

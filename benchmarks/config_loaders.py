@@ -40,7 +40,7 @@ def main() -> None:
         raise SystemExit("omegaconf is not installed: pip install omegaconf") from None
     from devicerl.config import load_config
     from devicerl.errors import ConfigError
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     def omega(override: str) -> str:
         try:

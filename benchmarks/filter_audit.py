@@ -44,9 +44,9 @@ from devicerl.algos.selection import StepFilter, horizon, run_steps
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import DEFAULT_POLICY, Trajectory
-from devicerl.runtime.checkpoint import CheckpointManager
-from devicerl.runtime.learner_setup import make_learner
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.checkpoint import CheckpointManager
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner
 
 COLUMNS = (
     "trajectories",

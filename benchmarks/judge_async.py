@@ -26,7 +26,7 @@ from devicerl.clients import ChatConfig
 from devicerl.envs import make
 from devicerl.judges import JudgeRunner, NativeJudge, VLMJudgeConfig
 from devicerl.judges.vlm import VLMJudge
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 

@@ -60,9 +60,9 @@ from harness.report import (
 )
 
 from devicerl.config import read_yaml, shipped_configs
-from devicerl.runtime.provenance import provenance
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.provenance import provenance
+from devicerl.runtime.setup.config import TrainConfig
 
 SYSTEMS = ("single", "league", "pbt")
 #: The config file each system starts from (then the suite, budget and seed overrides).

@@ -25,7 +25,7 @@ import torch
 import torch.multiprocessing as mp
 
 from devicerl.config import load_config
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
 
 CONFIG = ["digirl.top_p=0.5"]  # otherwise the default DigiRL config (batch 64, 20 actor updates)
 QUICK = ["actor.updates=4", "critic.updates=2"]
@@ -36,7 +36,7 @@ def replay(n: int) -> list:
     from devicerl.agents.scripted import SyntheticOracle
     from devicerl.agents.small import SmallAgent
     from devicerl.envs import make
-    from devicerl.runtime.rollout import rollout
+    from devicerl.runtime.acting.rollout import rollout
 
     envs = {name: make(name, n_boxes=6) for name in ("synthetic/tap", "synthetic/type")}
     agent = SmallAgent(seed=5)
@@ -57,7 +57,7 @@ def _rank(rank: int, world: int, port: int, overrides: list[str], data, updates:
     from devicerl.runtime.distributed.grad_sync import DataParallelSync
     from devicerl.runtime.distributed.group import init_group, leave
     from devicerl.runtime.distributed.replica import fingerprint
-    from devicerl.runtime.learner_setup import make_learner, seed_everything
+    from devicerl.runtime.setup.learners import make_learner, seed_everything
 
     torch.set_num_threads(1)
     gpu = torch.cuda.device_count() >= world > 1

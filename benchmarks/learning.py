@@ -54,7 +54,7 @@ from harness.comparison import (
 )
 from harness.report import diagnostics_table, table, task_table
 
-from devicerl.runtime.provenance import provenance
+from devicerl.runtime.runs.provenance import provenance
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -7,7 +7,7 @@ collection through the pool and the collector with the agent (weights fixed), an
 - ``collect``: the same N devices in the pool's workers (the run's ``env.worker``), the
   collector batching the ready devices' observations into the agent (the setup's agent, fixed
   weights);
-- ``train``: the setup trained online (`devicerl.runtime.trainer.Trainer`), collection
+- ``train``: the setup trained online (`devicerl.runtime.loop.trainer.Trainer`), collection
   overlapping the learner;
 - ``learner``: the setup's learner alone (offline, no devices) on the episodes the training part
   stored: its seconds per iteration, and the episodes/s it could consume, the most training can
@@ -41,13 +41,13 @@ from devicerl.actions import Action
 from devicerl.config import config_source, load_config
 from devicerl.envs import make
 from devicerl.records import Trajectory
-from devicerl.runtime.collector import Collector
-from devicerl.runtime.learner_setup import set_torch_threads
-from devicerl.runtime.observers import TrainerObserver
-from devicerl.runtime.provenance import provenance
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import Trainer
+from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.loop.observers import TrainerObserver
+from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.provenance import provenance
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import set_torch_threads
 from devicerl.tasks import TaskSampler, resolve
 
 SUITE = "miniwob-dev"

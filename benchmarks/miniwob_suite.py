@@ -435,8 +435,8 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
     training budget that fits ``--minutes`` with the full evaluation."""
     from harness.comparison import evaluate_agent
 
-    from devicerl.runtime.run_dir import RunDir
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.runs.folder import RunDir
 
     cfg = _config(args, tasks, args.measure, ["eval.at_end=false"])
     run_dir = RunDir(Path(args.out) / "measure").start_new(overwrite=True)
@@ -469,7 +469,7 @@ def main() -> int:
     from harness.comparison import RunStopped, run_one
     from harness.sealed import record_test_evaluation, test_evaluations
 
-    from devicerl.runtime.provenance import provenance
+    from devicerl.runtime.runs.provenance import provenance
     from devicerl.tasks import resolve
 
     args = _parse()

@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from devicerl.config import load_config
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import Trainer
+from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 BASE = [
     "env.name=synthetic",

@@ -23,7 +23,7 @@ from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
 from devicerl.envs import make
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 TARGET = 0.9
 

@@ -254,7 +254,7 @@ def bench_flush(n_eps: int, size: tuple[int, int]) -> dict:
     from devicerl.agents import RandomPolicy
     from devicerl.data.store import TrajectoryWriter
     from devicerl.envs import make
-    from devicerl.runtime.rollout import rollout
+    from devicerl.runtime.acting.rollout import rollout
 
     env, policy = make("synthetic", screen=size, seed=0), RandomPolicy(seed=0)
     trajs = [rollout(env, policy, "synthetic/steps", seed=i) for i in range(n_eps)]

@@ -41,7 +41,7 @@ from unseen_tasks import (
 )
 
 from devicerl.agents.interpolation import interpolate_agents
-from devicerl.runtime.provenance import provenance
+from devicerl.runtime.runs.provenance import provenance
 from devicerl.tasks import resolve
 
 

@@ -48,7 +48,7 @@ from harness.report import bootstrap_interval, t_interval
 from harness.sealed import record_test_evaluation, test_evaluations
 from miniwob_suite import HEADS, _agent_kinds, coverage
 
-from devicerl.runtime.provenance import provenance
+from devicerl.runtime.runs.provenance import provenance
 from devicerl.tasks import resolve
 from devicerl.tasks.miniwob_table3 import PACKAGE_NAMES
 

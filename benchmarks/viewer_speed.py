@@ -28,8 +28,8 @@ def build_run(path: Path, episodes: int) -> None:
     """A run folder with ``episodes`` stored episodes and a metrics log (like a real run's)."""
     from devicerl.agents.random import RandomPolicy
     from devicerl.envs import make
-    from devicerl.runtime.rollout import rollout
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.acting.rollout import rollout
+    from devicerl.runtime.runs.folder import RunDir
     from devicerl.tasks import resolve
 
     run = RunDir(path).create()

@@ -44,7 +44,7 @@ from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
 from devicerl.records import Observation, Trajectory
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.tasks import Task
 from devicerl.testing.vlm_tiny import FAMILIES, build_tiny_vlm, qwen2_5_vl_3b
 

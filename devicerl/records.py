@@ -113,7 +113,7 @@ DEFAULT_POLICY = "agent"
 
 @dataclass(frozen=True)
 class EpisodePlan:
-    """What was decided for one episode before it started (`devicerl.runtime.planning`):
+    """What was decided for one episode before it started (`devicerl.runtime.acting.planning`):
     the league member that acts (``policy``; a single-policy run's is
     `DEFAULT_POLICY`), the exploration level every step acts with (``epsilon``: the share of
     uniform choice an agent mixes into each part of its action; 0: the agent's own), whether it
@@ -161,7 +161,7 @@ class Task:
 @dataclass(frozen=True)
 class TaskInstance:
     """A task plus the seed that makes its instance deterministic, and the plan of the episode
-    that will run it (`devicerl.runtime.planning` decides it; a plain sampler's is the
+    that will run it (`devicerl.runtime.acting.planning` decides it; a plain sampler's is the
     default plan)."""
 
     task: Task

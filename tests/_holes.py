@@ -18,7 +18,7 @@ from devicerl.agents.random import RandomPolicy
 from devicerl.cli.main import main
 from devicerl.envs import make
 from devicerl.records import Trajectory
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 #: A training config on a synthetic device that finishes in a few seconds.
 SYN = [

@@ -14,7 +14,7 @@ from devicerl.actions import Action
 from devicerl.agents import FunctionPolicy, RandomPolicy
 from devicerl.envs import make
 from devicerl.records import EndReason, Observation, Trajectory
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 
 def swipe_then_complete(observations: list[Observation]) -> list[Action]:

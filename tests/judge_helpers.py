@@ -12,7 +12,7 @@ from devicerl.agents.base import FunctionPolicy
 from devicerl.clients import ChatConfig
 from devicerl.envs import make
 from devicerl.records import Observation, Trajectory
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.testing.chat_server import Reply
 
 

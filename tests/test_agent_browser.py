@@ -8,7 +8,7 @@ import torch
 
 import devicerl.envs.browser  # noqa: F401  (the device these tests drive)
 import devicerl.pool.pool as pool_mod
-import devicerl.runtime.collector as collector_mod
+import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig

@@ -8,15 +8,15 @@ import pytest
 import torch
 
 import devicerl.pool.pool as pool_mod
-import devicerl.runtime.collector as collector_mod
+import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
 from devicerl.agents.autoui import AutoUIAgent, AutoUIConfig
 from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatConfig
 from devicerl.envs import EnvSpec
-from devicerl.runtime.exploration import ExplorationSchedule
-from devicerl.runtime.planning import EpisodePlanner
+from devicerl.runtime.acting.exploration import ExplorationSchedule
+from devicerl.runtime.acting.planning import EpisodePlanner
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.chat_server import Reply, ScriptedChatServer

@@ -14,7 +14,7 @@ from devicerl.agents.small import SmallAgent
 from devicerl.clients import ChatClient, ChatConfig
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.envs import make
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.testing.autoui_tiny import build_tiny_autoui
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 

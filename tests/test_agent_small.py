@@ -14,7 +14,7 @@ from devicerl.agents.small_net import SmallEncoder
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 
 @pytest.fixture(autouse=True, scope="module")

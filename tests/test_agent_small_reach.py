@@ -323,7 +323,7 @@ def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None
     from devicerl.agents.factory import AgentSpec
     from devicerl.config import config_source, load_config
     from devicerl.errors import ConfigError
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     # the run options (``agent.small``) of a saved agent, and of one grown from it: the same
     # encoder, plus every reach head and pixels

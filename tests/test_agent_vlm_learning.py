@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import devicerl.pool.pool as pool_mod
-import devicerl.runtime.collector as collector_mod
+import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action
 from devicerl.agents.vlm import VLMAgent
 from devicerl.agents.vlm_config import VLMConfig, VLMLoRA

@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from devicerl.agents.vlm_prompt import parse_action
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import DEFAULT_POLICY
-from devicerl.runtime.checkpoint import CheckpointManager
+from devicerl.runtime.runs.checkpoint import CheckpointManager
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]

@@ -13,7 +13,7 @@ import torch
 from vlm_helpers import observations
 
 import devicerl.pool.pool as pool_mod
-import devicerl.runtime.collector as collector_mod
+import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action
 from devicerl.agents.vlm import VLMAgent
 from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved

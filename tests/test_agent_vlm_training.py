@@ -23,8 +23,8 @@ from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Trajectory
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.runtime.distributed.grad_sync import DataParallelSync
-from devicerl.runtime.rollout import rollout
 from devicerl.tasks import Task
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 

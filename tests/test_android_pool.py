@@ -25,8 +25,8 @@ from devicerl.judges import JudgeConfig, is_labelled, make_runner
 from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.pool.workers.base import DeviceRecipe
 from devicerl.records import EndReason, Observation
-from devicerl.runtime.collector import Collector
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 from devicerl.testing.fake_adb import FakeAdbServer

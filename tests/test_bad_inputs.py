@@ -242,9 +242,9 @@ def inputs(tmp_path_factory) -> Path:
     from devicerl.agents.random import RandomPolicy
     from devicerl.config import load_config
     from devicerl.envs import make
-    from devicerl.runtime.rollout import rollout
-    from devicerl.runtime.run_dir import RunDir
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.acting.rollout import rollout
+    from devicerl.runtime.runs.folder import RunDir
+    from devicerl.runtime.setup.config import TrainConfig
     from devicerl.tasks import resolve
 
     root = tmp_path_factory.mktemp("inputs")

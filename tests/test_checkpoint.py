@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from devicerl.runtime.checkpoint import CheckpointManager
+from devicerl.runtime.runs.checkpoint import CheckpointManager
 
 
 def _model_and_opt():

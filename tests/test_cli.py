@@ -43,7 +43,7 @@ def test_demo_collects(tmp_path) -> None:
 def test_the_demo_is_the_shipped_setup_on_the_dev_suite() -> None:
     from devicerl.cli.demo import demo_config
     from devicerl.config import config_source, load_config
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     cfg = demo_config("tuned", budget=2500, eval_episodes=10, seed=3)
     shipped = load_config(TrainConfig, config_source("miniwob-digirl-tuned"))

@@ -133,7 +133,7 @@ def test_config_takes_a_file_or_a_shipped_setup_by_name(tmp_path, monkeypatch) -
 @pytest.mark.parametrize("name", sorted(shipped_configs()))
 def test_every_shipped_setup_loads(name) -> None:
     """Each setup shipped with the package loads (a renamed or removed option fails here)."""
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     path = shipped_configs()[name]
     offline = yaml.safe_load(path.read_text()).get("mode") == "offline"  # data named at the run

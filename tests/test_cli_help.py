@@ -45,7 +45,7 @@ def test_the_real_command_imports_no_torch_for_help() -> None:
     r = _run("-X", "importtime", "-m", "devicerl", "train", "--help")
     assert r.returncode == 0 and "config options (TrainConfig)" in r.stdout
     imported = {line.split("|")[-1].strip() for line in r.stderr.splitlines() if "|" in line}
-    assert "torch" not in imported and "devicerl.runtime.trainer" not in imported
+    assert "torch" not in imported and "devicerl.runtime.loop.trainer" not in imported
 
 
 def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -80,7 +80,7 @@ def test_an_empty_override_is_an_empty_string_as_the_docs_say() -> None:
 
 
 def test_resume_refuses_config_and_prints_the_resumed_config_without_writing(tmp_path) -> None:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     run = tmp_path / "run"
     save_config(load_config(TrainConfig, None, ["seed=7", "env.num_envs=2"]), run / "config.yaml")

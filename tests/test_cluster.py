@@ -18,8 +18,8 @@ import pytest
 import ray
 
 from devicerl.config import load_config
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -105,7 +105,7 @@ def _add(local, name: str):
 
 
 def test_groups_spread_over_nodes_and_survive_node_loss(cluster, tmp_path: Path) -> None:
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
 
     a = _add(cluster, "node_a")
     ledger = tmp_path / "run" / "rollouts-ledger.tsv"
@@ -164,7 +164,7 @@ def test_finished_episodes_awaiting_a_verdict_survive_node_loss(cluster, tmp_pat
     goes on with a group on node b."""
     from judge_helpers import verdict_text
 
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
     from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
     gate = threading.Event()
@@ -269,7 +269,7 @@ def test_weights_travel_as_one_object_per_version(tmp_path: Path, monkeypatch) -
     into Ray's store (not one per group), and both groups end up acting with the newest."""
     from devicerl.agents.factory import AgentSpec
     from devicerl.records import DEFAULT_POLICY
-    from devicerl.runtime.acting_copies import Published
+    from devicerl.runtime.acting.copies import Published
     from devicerl.runtime.cluster.fleet import RolloutFleet
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")

@@ -13,9 +13,9 @@ from devicerl.agents.base import as_policy
 from devicerl.envs import EnvSpec
 from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.records import DEFAULT_POLICY, Observation
-from devicerl.runtime.collector import Collector
-from devicerl.runtime.exploration import ExplorationSchedule
-from devicerl.runtime.planning import EpisodePlanner
+from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.acting.exploration import ExplorationSchedule
+from devicerl.runtime.acting.planning import EpisodePlanner
 from devicerl.tasks import Task, TaskSampler
 
 STEPS = [Task("synthetic/steps", max_steps=10, env="synthetic")]

@@ -25,8 +25,8 @@ from harness.report import bootstrap_interval, result_line, t_interval
 
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 SYNTHETIC = [
     "env.name=synthetic",

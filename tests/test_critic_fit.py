@@ -12,8 +12,8 @@ from selection_helpers import learner, trajectory
 from devicerl.algos.config import CriticConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.config import load_config
-from devicerl.runtime.learner_setup import make_learner
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner
 
 
 def test_measure_by_hand() -> None:

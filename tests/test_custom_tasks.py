@@ -179,8 +179,8 @@ def test_a_broken_success_check_stops_with_one_line(tmp_path) -> None:
 
 def test_the_example_training_config_is_valid_as_shipped(monkeypatch) -> None:
     from devicerl.config import load_config
-    from devicerl.runtime.preflight import check_run_config
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
+    from devicerl.runtime.setup.preflight import check_run_config
 
     monkeypatch.chdir(EXAMPLE.parents[2])  # its paths are relative to the repository root
     cfg = load_config(TrainConfig, EXAMPLE.parent / "train.yaml")

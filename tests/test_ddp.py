@@ -30,8 +30,8 @@ from devicerl.algos.digirl import DigiRL
 from devicerl.algos.filtered_bc import FilteredBC
 from devicerl.envs import make
 from devicerl.records import Trajectory
+from devicerl.runtime.acting.rollout import rollout
 from devicerl.runtime.distributed.grad_sync import DataParallelSync, shard_bounds
-from devicerl.runtime.rollout import rollout
 
 # odd batch sizes: the two processes get unequal shards; grad_accum and the entropy bonus too
 ACTOR = ActorConfig(

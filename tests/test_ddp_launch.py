@@ -17,8 +17,8 @@ import psutil
 import pytest
 from _runs import tagged_processes
 
-from devicerl.runtime.checkpoint import CheckpointManager
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.checkpoint import CheckpointManager
+from devicerl.runtime.runs.folder import RunDir
 
 ITERATIONS = 6
 ARGS = [

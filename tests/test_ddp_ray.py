@@ -12,8 +12,8 @@ import torch
 from test_ddp import batch
 
 from devicerl.config import load_config
-from devicerl.runtime.learner_setup import make_learner, seed_everything
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner, seed_everything
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 

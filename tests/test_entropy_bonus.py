@@ -12,8 +12,8 @@ from devicerl.config import load_config
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
-from devicerl.runtime.rollout import rollout
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.acting.rollout import rollout
+from devicerl.runtime.setup.config import TrainConfig
 
 
 def _data() -> tuple[list[Trajectory], list[Trajectory]]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _runs import devicerl_cli as devicerl
 
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 
 
 def test_eval_stores_its_trajectories_and_its_run_can_be_viewed(tmp_path) -> None:

@@ -14,9 +14,9 @@ from devicerl.algos.config import RehearsalConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.config import load_config
 from devicerl.records import DEFAULT_POLICY
-from devicerl.runtime.learner_setup import make_learner
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner
 
 REHEARSAL = ("curriculum", "rehearsal", "step_filter")
 

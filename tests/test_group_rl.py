@@ -26,11 +26,11 @@ from devicerl.algos.grpo import GRPO
 from devicerl.algos.selection import EpisodeAdvantages
 from devicerl.config import load_config
 from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
-from devicerl.runtime.groups import GroupBuffer
-from devicerl.runtime.planning import MAX_RETRIES, EpisodePlanner
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import Trainer
+from devicerl.runtime.acting.planning import MAX_RETRIES, EpisodePlanner
+from devicerl.runtime.loop.task_groups import GroupBuffer
+from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
 
 

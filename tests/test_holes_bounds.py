@@ -15,8 +15,8 @@ from devicerl.cli.common import config_options
 from devicerl.config import MAX_YAML_NODES, load_config
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.viewer import ViewConfig
+from devicerl.runtime.reports.viewer import ViewConfig
+from devicerl.runtime.setup.config import TrainConfig
 
 
 def numeric_options(cls: type) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ import sys
 import pytest
 from _holes import SYN, cli, episodes, snapshot
 
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 
 
 @pytest.fixture()
@@ -70,7 +70,7 @@ def test_judge_eval_checks_its_json_path_before_judging(store, tmp_path, capsys)
 
 
 def test_a_system_error_is_one_line_naming_the_file(store, capsys, monkeypatch) -> None:
-    import devicerl.runtime.viewer as viewer
+    import devicerl.runtime.reports.viewer as viewer
 
     def refused(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/srv/shared/report/index.html")
@@ -83,7 +83,7 @@ def test_a_system_error_is_one_line_naming_the_file(store, capsys, monkeypatch) 
 
 
 def test_only_a_bug_shows_a_traceback_and_says_so(store, capsys, monkeypatch) -> None:
-    import devicerl.runtime.viewer as viewer
+    import devicerl.runtime.reports.viewer as viewer
 
     def bug(*args, **kwargs):
         return {}["no such key"]
@@ -114,7 +114,7 @@ def test_numbers_that_would_crash_later_fail_before_the_run_folder(
 
 
 def test_an_allocation_the_machine_refuses_is_one_line(store, capsys, monkeypatch) -> None:
-    import devicerl.runtime.viewer as viewer
+    import devicerl.runtime.reports.viewer as viewer
 
     def huge(*args, **kwargs):  # what torch raises for agent.small.d_model=1000000000
         raise RuntimeError(

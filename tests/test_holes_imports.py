@@ -12,7 +12,7 @@ import pytest
 import torch
 from _holes import cli, snapshot
 
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 
 
 def step(task: str = "open settings", **values) -> dict:

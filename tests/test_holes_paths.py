@@ -17,8 +17,8 @@ import pytest
 from _holes import cli, episodes, png_claiming, snapshot
 
 from devicerl.data.schema import trajectories_table
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.viewer import MANIFEST
+from devicerl.runtime.reports.viewer import MANIFEST
+from devicerl.runtime.runs.folder import RunDir
 
 HOSTILE_IDS = [
     "/tmp/devicerl-hostile/abs",  # an absolute path

@@ -10,7 +10,7 @@ import pytest
 import torch
 from _holes import SYN, cli, episodes, snapshot
 
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 
 
 @pytest.fixture(scope="module")

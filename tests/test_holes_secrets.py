@@ -15,7 +15,7 @@ import pytest
 from _holes import SYN, cli, episodes
 
 from devicerl.clients.chat import ChatClient
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 KEY_VAR = "HOLES_ENDPOINT_ACCESS"  # not a secret-looking name: registered by api_key_env only

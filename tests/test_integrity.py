@@ -22,7 +22,7 @@ from _runs import collect
 
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.errors import DataError
-from devicerl.runtime.checkpoint import CheckpointManager
+from devicerl.runtime.runs.checkpoint import CheckpointManager
 
 FAST = [
     "env.name=synthetic",

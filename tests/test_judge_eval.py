@@ -12,7 +12,7 @@ from devicerl.judges import NativeJudge, VLMJudgeConfig
 from devicerl.judges.evaluate import evaluate_judge, ground_truth
 from devicerl.judges.vlm import VLMJudge
 from devicerl.records import EndReason
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 from devicerl.testing.chat_server import ScriptedChatServer
 
 

@@ -12,7 +12,7 @@ from devicerl.envs import EnvSpec
 from devicerl.judges import JudgeConfig, is_labelled, make_runner
 from devicerl.pool import EnvPool
 from devicerl.records import EndReason
-from devicerl.runtime.collector import Collector
+from devicerl.runtime.acting.collector import Collector
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 

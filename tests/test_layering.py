@@ -14,36 +14,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "devicerl"
-#: The parts of ``devicerl/runtime`` (its modules and sub-packages), lowest first: a part
-#: imports only parts before it. The one place that says how runtime is layered.
+#: The rooms of ``devicerl/runtime`` (its sub-packages, one job each), lowest first: a room
+#: imports only rooms before it. The one place that says how runtime is layered.
 RUNTIME_ORDER = (
-    "run_lock",
-    "stop",
-    "progress",
-    "provenance",
-    "metrics",
-    "plots",
-    "checkpoint",
-    "run_dir",
-    "episode_counts",
-    "exploration",
-    "planning",
-    "groups",
-    "rollout",
-    "collector",
-    "evaluate",
-    "acting_copies",
-    "collection",
-    "train_config",
-    "learner_setup",
-    "preflight",
-    "distributed",
-    "population",
-    "observers",
-    "league_run",
-    "cluster",
-    "trainer",
-    "viewer",
+    "runs",  # the run folder, its lock, checkpoints, provenance, metrics, progress, stop
+    "acting",  # planning, exploration, the collector and its thread, acting copies
+    "setup",  # the run config, preflight, learner wiring
+    "distributed",  # transport: data-parallel learners
+    "cluster",  # transport: Ray rollout groups
+    "loop",  # the trainer, its population, observers, evaluation, league
+    "reports",  # the viewer and plots
 )
 
 
@@ -125,7 +105,7 @@ def test_modules_import_only_layers_below_their_own() -> None:
 
 
 def runtime_part(module: str) -> str | None:
-    """The part of ``devicerl.runtime`` a module belongs to (None outside runtime and for the
+    """The room of ``devicerl.runtime`` a module belongs to (None outside runtime and for the
     package's own ``__init__``)."""
     parts = module.split(".")
     return parts[2] if parts[:2] == ["devicerl", "runtime"] and len(parts) > 2 else None
@@ -218,10 +198,10 @@ def test_the_checks_can_fail(tmp_path) -> None:
     source = tmp_path / "m.py"
     source.write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-        "    from devicerl.runtime.trainer import Trainer\n"
+        "    from devicerl.runtime.loop.trainer import Trainer\n"
     )
-    seen = imported("devicerl.runtime.stop", source, modules())
-    assert seen == {"devicerl.runtime.trainer"}  # a type-checking import is an edge
+    seen = imported("devicerl.runtime.runs.stop", source, modules())
+    assert seen == {"devicerl.runtime.loop.trainer"}  # a type-checking import is an edge
     assert runtime_part("devicerl.runtime.cluster.fleet") == "cluster"
     assert runtime_part("devicerl.runtime") is None and runtime_part("devicerl.pool.pool") is None
 

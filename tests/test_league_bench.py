@@ -11,8 +11,8 @@ from harness.comparison import run_config, train_phases
 
 from devicerl.config import config_source, from_dict, load_config, read_yaml
 from devicerl.league.config import LeagueRunConfig
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import resolve
 
 SYNTHETIC = [

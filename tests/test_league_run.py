@@ -1,4 +1,4 @@
-"""League runs (the one `Trainer` with its `devicerl.runtime.league_run.LeagueRun` observer):
+"""League runs (the one `Trainer` with its `devicerl.runtime.loop.league.LeagueRun` observer):
 real runs on synthetic devices with small real agents: episodes routed by the mapping, a frozen
 policy that never changes while it acts, the generalist learning from a specialist's episodes,
 policies added and removed mid-run, PBT and snapshots, the evaluated member and a saved member
@@ -20,11 +20,11 @@ from devicerl.errors import ConfigError, DataError
 from devicerl.league.persist import load_league
 from devicerl.league.state import weights_hash
 from devicerl.records import DEFAULT_POLICY
-from devicerl.runtime.league_run import LeagueRun
-from devicerl.runtime.observers import TrainerObserver
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import Trainer
+from devicerl.runtime.loop.league import LeagueRun
+from devicerl.runtime.loop.observers import TrainerObserver
+from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 EXAMPLE = config_source("league-example")
 POLICIES = ("generalist", "taps", "frozen")
@@ -149,7 +149,7 @@ def test_episodes_are_routed_by_the_mapping_and_a_frozen_policy_never_changes(tm
 
 def test_the_league_table_is_in_the_run_report_and_the_cli(tmp_path, capsys) -> None:
     from devicerl.cli.main import main
-    from devicerl.runtime.viewer import ViewConfig, build_report
+    from devicerl.runtime.reports.viewer import ViewConfig, build_report
 
     trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
     trainer.run()
@@ -312,7 +312,7 @@ def test_kill_9_mid_run_then_resume_with_league_state_intact(tmp_path) -> None:
 
     from _runs import tagged_processes
 
-    from devicerl.runtime.checkpoint import CheckpointManager
+    from devicerl.runtime.runs.checkpoint import CheckpointManager
 
     run = tmp_path / "run"
     tag = uuid.uuid4().hex

@@ -16,9 +16,9 @@ from test_ddp import batch
 
 from devicerl.config import load_config
 from devicerl.records import EpisodePlan
-from devicerl.runtime.league_run import member_config
-from devicerl.runtime.population import Population
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.loop.league import member_config
+from devicerl.runtime.loop.population import Population
+from devicerl.runtime.setup.config import TrainConfig
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 

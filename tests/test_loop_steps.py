@@ -8,7 +8,7 @@ from harness.report import RunResult, summarise, table
 
 from devicerl.actions import Action
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
-from devicerl.runtime.evaluate import EvalResult
+from devicerl.runtime.loop.evaluation import EvalResult
 
 HEADER, SUBMIT = Action.tap(0.5, 0.1), Action.tap(0.5, 0.9)
 

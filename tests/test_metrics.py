@@ -12,13 +12,13 @@ import yaml
 from devicerl.config import REDACTED
 from devicerl.errors import ConfigError, DataError
 from devicerl.records import EndReason, Judgement, Trajectory
-from devicerl.runtime.collector import CollectorStats
-from devicerl.runtime.episode_counts import EpisodeCounts
-from devicerl.runtime.evaluate import EvalResult
-from devicerl.runtime.metrics import LoggingConfig, MetricsLogger, read_metrics
-from devicerl.runtime.progress import RateProgress
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.trainer import TrainState
+from devicerl.runtime.acting.collector import CollectorStats
+from devicerl.runtime.acting.episode_counts import EpisodeCounts
+from devicerl.runtime.loop.evaluation import EvalResult
+from devicerl.runtime.loop.trainer import TrainState
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.metrics import LoggingConfig, MetricsLogger, read_metrics
+from devicerl.runtime.runs.progress import RateProgress
 
 
 def test_jsonl_and_tensorboard(tmp_path) -> None:

@@ -14,7 +14,7 @@ from devicerl.algos.config import ActorConfig, FilteredBCConfig
 from devicerl.algos.filtered_bc import FilteredBC
 from devicerl.envs import make
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 
 class TypeFirst(Policy):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from devicerl.runtime.provenance import UNKNOWN, checkout, provenance, uncommitted
+from devicerl.runtime.runs.provenance import UNKNOWN, checkout, provenance, uncommitted
 
 
 def _git(root: Path, *args: str) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from _runs import tagged_processes
 
-from devicerl.runtime.checkpoint import CheckpointManager
+from devicerl.runtime.runs.checkpoint import CheckpointManager
 
 ITERATIONS = 40
 ARGS = [

@@ -23,9 +23,9 @@ import torch
 from _runs import tagged_processes
 
 from devicerl.errors import RunError
-from devicerl.runtime.checkpoint import CheckpointManager
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.run_lock import RunLock
+from devicerl.runtime.runs.checkpoint import CheckpointManager
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.lock import RunLock
 
 FAST = [
     "env.name=synthetic",
@@ -190,7 +190,7 @@ def test_resume_validates_before_rewriting_config(tmp_path) -> None:
 
 _HOLD = """
 import sys, time
-from devicerl.runtime.run_lock import RunLock
+from devicerl.runtime.runs.lock import RunLock
 RunLock(sys.argv[1]).acquire()
 print("locked", flush=True)
 time.sleep(600)

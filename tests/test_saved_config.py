@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import yaml
 
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 #: The options an older version wrote into ``config.yaml`` that are gone or merged now.
 OLD = {

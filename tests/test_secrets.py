@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from devicerl.config import load_config, save_config
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 from devicerl.secrets import MASK, ScrubFilter, register, scrub
 
 KEY = "sk-live-Zq9XwV7tR2pL4mN8"  # the secret; its variable's name does not look secret
@@ -158,7 +158,7 @@ def test_an_echoed_key_never_reaches_the_store_the_report_or_the_logs(tmp_path) 
 
 
 def test_variable_names_are_config_and_survive_resume(tmp_path) -> None:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     cfg = load_config(TrainConfig, None, ["judge.chat.api_key_env=GEMINI_API_KEY"])
     run = RunDir(tmp_path / "r")
@@ -199,7 +199,7 @@ def test_a_saved_training_config_loads_back_whole(tmp_path) -> None:
     """Counts named like secrets (``max_tokens``, ``max_instr_tokens``) are config, not secrets:
     the saved config.yaml of a run must load back to the same config."""
     from devicerl.config import to_dict
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     path = tmp_path / "config.yaml"
     save_config(TrainConfig(), path)

@@ -38,7 +38,7 @@ from devicerl.algos.selection import (
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory, UIElement
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
 
 CURRICULUM_REHEARSAL = ("curriculum", "rehearsal", "step_filter")
 

@@ -10,10 +10,10 @@ import pytest
 from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.errors import ConfigError
-from devicerl.runtime.evaluate import wilson_interval
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
-from devicerl.runtime.trainer import Trainer
+from devicerl.runtime.loop.evaluation import wilson_interval
+from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.testing.chat_server import ScriptedChatServer
 
 FAST = [

@@ -7,7 +7,7 @@ import pytest
 from _runs import devicerl_cli as devicerl
 from _runs import swipe_episode, truncated_at_reset
 
-from devicerl.runtime.run_dir import RunDir
+from devicerl.runtime.runs.folder import RunDir
 
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -126,7 +126,7 @@ def test_every_step_shows_a_screen_also_without_screenshots(page, tmp_path) -> N
     UI elements, with the tap drawn on it; a run with screenshots shows them."""
     from devicerl.agents import RandomPolicy
     from devicerl.envs import make
-    from devicerl.runtime.rollout import rollout
+    from devicerl.runtime.acting.rollout import rollout
 
     run = RunDir(tmp_path / "run").create()
     trajs = []

@@ -21,8 +21,8 @@ from devicerl.cli.main import main as cli
 from devicerl.config import load_config
 from devicerl.envs import make
 from devicerl.errors import ConfigError
-from devicerl.runtime.rollout import rollout
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.acting.rollout import rollout
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import resolve
 from devicerl.tasks.miniwob import _Server
 from devicerl.tasks.webskills import FAMILIES, REACH_FAMILIES, WebSkillsSuite

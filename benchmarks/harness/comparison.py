@@ -32,9 +32,9 @@ from typing import Any
 from devicerl.config import load_config, shipped_configs
 from devicerl.errors import ConfigError
 from devicerl.files import file_sha256, write_json
-from devicerl.runtime.provenance import code_identity, provenance
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.provenance import code_identity, provenance
+from devicerl.runtime.setup.config import TrainConfig
 from harness.report import RunResult, read_curve, read_diagnostics, write_report
 from harness.sealed import record_test_evaluation, test_evaluations
 
@@ -248,7 +248,7 @@ def _train_and_eval(
     allow: bool,
     resume: bool = False,
 ) -> RunResult:
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
 
     if reuse and (done := _finished(folder, cfg, system, allow)) is not None:
         print(f"== {system} seed {seed}: reusing the finished run in {folder}")
@@ -303,7 +303,7 @@ def evaluate_agent(
     actions (T=1). With `reuse`, a finished evaluation there of the same config and agent files
     (`START_AGENT_FILE`: a fresh checkout of a committed agent is the same agent) by the same
     code is read instead. ``agent_dir=None``: the agent `cfg` builds (the random policy)."""
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
 
     ecfg = replace(
         cfg,
@@ -365,7 +365,7 @@ def train_phases(
     is reached (``current``: the folder still holds the policies as they were at that mark). A
     finished phase of the same config and code is reused; an unfinished one resumes from its
     last checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
 
     phases = [replace(cfg, env_steps=m) for m in marks]
     done, current = -1, -1  # the last finished phase; the phase whose config is saved

@@ -24,7 +24,7 @@ from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.capabilities import ActionKind
 from devicerl.envs.base import DeviceEnv
 from devicerl.records import Observation, Trajectory, UIElement
-from devicerl.runtime.rollout import rollout
+from devicerl.runtime.acting.rollout import rollout
 
 Plan = Generator[Action, Observation, None]
 SolverFn = Callable[[Observation], Plan]

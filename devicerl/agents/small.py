@@ -177,7 +177,7 @@ class SmallAgent(TorchPolicy):
 
     def _epsilons(self, asked: Sequence[float] | None) -> Epsilon:
         """The floor of each observation: the configured one, raised to the level a collector
-        asks for (its episode plan's ``epsilon``, `devicerl.runtime.planning`)."""
+        asks for (its episode plan's ``epsilon``, `devicerl.runtime.acting.planning`)."""
         base = self.config.epsilon
         if asked is None:
             return base

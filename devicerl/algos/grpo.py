@@ -1,8 +1,8 @@
 """GRPO (Shao et al., arXiv 2402.03300), critic-free and group-relative, one iteration at a time.
 
 The collector runs each task instance as a group of ``group_size`` episodes (the episode
-planner, `devicerl.runtime.planning`); the trainer hands a group to the learner only once it is
-whole. From the replay buffer's usable trajectories:
+planner, `devicerl.runtime.acting.planning`); the trainer hands a group to the learner only
+once it is whole. From the replay buffer's usable trajectories:
 
 1. `CompleteGroups`: the whole groups, acted fewer than ``max_staleness`` policy versions ago;
 2. `EpisodeAdvantages`: A_i = (R_i - mean_group R) / std_group R (``normalise``; Dr. GRPO

@@ -15,7 +15,7 @@ from devicerl.cli.common import (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     p = sub.add_parser(
         "collect",
@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.runtime.preflight import check_run_config
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.setup.preflight import check_run_config
 
     # collecting is online and learns nothing, whatever the file says (a pre-training file
     # names an offline mode and its data, which a collection has not made yet)

@@ -204,7 +204,7 @@ def start_run(
 ) -> Any:
     """Create a new run folder (refusing an existing run unless ``overwrite``), hold its lock
     and save the resolved config (secrets redacted) in it. ``path`` may be a `RunDir`."""
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
 
     run = path if isinstance(path, RunDir) else RunDir(path)
     run.check_new(overwrite, resumable=resumable)
@@ -225,7 +225,7 @@ def start_new_run(
     builds the agent and writes nothing), in the order that keeps a rejected run from writing:
     the folder is checked, ``build`` runs, then the folder is created, locked and the config
     saved. Without ``--out`` the folder is a new timestamped one under ``runs/``."""
-    from devicerl.runtime.run_dir import RunDir, reserve_run_path
+    from devicerl.runtime.runs.folder import RunDir, reserve_run_path
 
     run = RunDir(args.out) if args.out else RunDir(reserve_run_path(prefix))
     try:

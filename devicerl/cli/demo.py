@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from devicerl.cli.common import bounded
 
 if TYPE_CHECKING:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
 #: The suite the demo trains on; the trainer evaluates on test instances of the same tasks.
 SUITE = "miniwob-dev"
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_out(path: str, overwrite: bool) -> None:
     """Refuse an existing run in --out unless --overwrite (the demo does not resume), and any
     other folder, with the run-folder rule of every verb."""
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
 
     RunDir(path).check_new(overwrite, resumable=False)
 
@@ -99,7 +99,7 @@ def demo_config(setup: str, budget: int, eval_episodes: int, seed: int) -> Train
     """The shipped setup ``miniwob-digirl-<setup>`` on the development suite for `budget` env
     steps, evaluated at the end on `eval_episodes` test seeds of each of its tasks."""
     from devicerl.config import config_source, load_config
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
     from devicerl.tasks import resolve
 
     path = config_source(f"miniwob-digirl-{setup}")
@@ -124,14 +124,14 @@ def demo_config(setup: str, budget: int, eval_episodes: int, seed: int) -> Train
 def train_and_evaluate(args: argparse.Namespace) -> int:
     """One training run in --out, the trainer's own evaluation at its end, then the report."""
     from devicerl.cli.common import start_run
-    from devicerl.runtime.preflight import check_run_config
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
+    from devicerl.runtime.setup.preflight import check_run_config
 
     cfg = demo_config(args.setup, args.budget, args.eval_episodes, args.seed)
     check_run_config(cfg)
     _check_out(args.out, args.overwrite)  # refused before torch and Chromium start
     run_dir = RunDir(args.out)
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
 
     trainer = Trainer(cfg, run_dir)
     start_run(run_dir, cfg, overwrite=args.overwrite)
@@ -153,8 +153,8 @@ def write_report(out: Path, cfg: TrainConfig, summary: dict[str, Any], setup: st
     """``report.md``: the greedy test evaluation (overall with its 95 % Wilson interval, and
     per task) beside the success of the training rollouts; ``curves/`` from the metrics."""
     from devicerl.files import write_text
-    from devicerl.runtime.plots import learning_curves
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.reports.plots import learning_curves
+    from devicerl.runtime.runs.folder import RunDir
 
     evaluation = summary.get("eval") or {}
     rollout = summary.get("rollout_success_rate")
@@ -195,7 +195,7 @@ def collect_synthetic(args: argparse.Namespace) -> int:
     """Random agent on synthetic devices through the pool and the collector, into a new run
     folder (held locked while it runs)."""
     from devicerl.cli.common import start_run
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
 
     _check_out(args.out, args.overwrite)  # before anything starts
     options = {k: v for k, v in vars(args).items() if k not in ("func", "command", "verbose")}
@@ -211,9 +211,9 @@ def _collect(args: argparse.Namespace, run_dir: Any) -> int:
     from devicerl.envs import EnvSpec
     from devicerl.files import write_json, write_text
     from devicerl.pool import EnvPool
-    from devicerl.runtime.collector import Collector
-    from devicerl.runtime.metrics import LoggingConfig
-    from devicerl.runtime.progress import RateProgress
+    from devicerl.runtime.acting.collector import Collector
+    from devicerl.runtime.runs.metrics import LoggingConfig
+    from devicerl.runtime.runs.progress import RateProgress
     from devicerl.tasks import TaskSampler, resolve
 
     sampler = TaskSampler(resolve("synthetic/tap,synthetic/type"), seed=args.seed)

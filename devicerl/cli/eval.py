@@ -15,7 +15,7 @@ from devicerl.cli.common import (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     p = sub.add_parser(
         "eval",
@@ -30,8 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.runtime.preflight import check_run_config
-    from devicerl.runtime.trainer import Trainer
+    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.setup.preflight import check_run_config
 
     cfg = resolve_config(args)
     cfg.mode = "eval"

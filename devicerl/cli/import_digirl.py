@@ -135,7 +135,7 @@ def check_import_folder(out: Path) -> None:
 def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
     """Build the whole run folder beside ``out`` and rename it into place at the end."""
     from devicerl.data.digirl_import import import_digirl
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
 
     made = [p for p in reversed(out.parents) if not p.exists()]
     work = RunDir(out.with_name(f".{out.name}.importing-{os.getpid()}"))
@@ -156,7 +156,7 @@ def _import_into_existing(out: Path, files: list[str], kwargs: dict[str, Any]) -
     """Add the new episodes to an existing folder's store (locked; staged by `import_digirl`)."""
     from devicerl.data.digirl_import import import_digirl
     from devicerl.errors import RunError
-    from devicerl.runtime.run_dir import RunDir
+    from devicerl.runtime.runs.folder import RunDir
 
     run = RunDir(out)
     if not out.is_dir():

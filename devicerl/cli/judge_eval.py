@@ -49,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.judges import make_judge
     from devicerl.judges.evaluate import JudgeReport, evaluate_judge
     from devicerl.records import Trajectory
-    from devicerl.runtime.progress import RateProgress
-    from devicerl.runtime.run_dir import find_store
+    from devicerl.runtime.runs.folder import find_store
+    from devicerl.runtime.runs.progress import RateProgress
 
     config = resolve_config(args)
     if args.json:

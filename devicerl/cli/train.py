@@ -16,7 +16,7 @@ from devicerl.cli.common import (
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
     p = sub.add_parser(
         "train",
@@ -67,9 +67,9 @@ def _train(args: argparse.Namespace, group) -> int:
     import sys
 
     from devicerl.errors import ConfigError
-    from devicerl.runtime.preflight import check_run_config
-    from devicerl.runtime.run_dir import RunDir
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.runs.folder import RunDir
+    from devicerl.runtime.setup.config import TrainConfig
+    from devicerl.runtime.setup.preflight import check_run_config
 
     # Order matters: everything is validated before the first byte is written.
     if args.resume:
@@ -86,7 +86,7 @@ def _train(args: argparse.Namespace, group) -> int:
             return 0
         check_run_config(cfg)
         # torch loads here, not for --help
-        from devicerl.runtime.trainer import Trainer
+        from devicerl.runtime.loop.trainer import Trainer
 
         run_dir.lock()
         trainer = Trainer(cfg, run_dir, resume=True, group=group)
@@ -95,7 +95,7 @@ def _train(args: argparse.Namespace, group) -> int:
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
         check_run_config(cfg)
-        from devicerl.runtime.trainer import Trainer
+        from devicerl.runtime.loop.trainer import Trainer
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
         run_dir, trainer = start_new_run(args, cfg, prefix, lambda r: Trainer(cfg, r, group=group))

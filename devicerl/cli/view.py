@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run folder, or a trajectory store folder")
     p.add_argument("--out", default=None, help="report folder (default: RUN_DIR/report)")
-    from devicerl.runtime.viewer import ViewConfig
+    from devicerl.runtime.reports.viewer import ViewConfig
 
     add_config_args(p, ViewConfig)
     p.set_defaults(func=run)
@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from devicerl.errors import DataError
-    from devicerl.runtime.viewer import build_report
+    from devicerl.runtime.reports.viewer import build_report
 
     cfg = resolve_config(args)
     if not Path(args.run_dir).is_dir():

@@ -2,7 +2,7 @@
 
 Specialists per task cluster, a generalist, frozen snapshots (regression gates and teachers),
 frontier task sampling and population-based training. This package holds the league's state and
-rules, torch-light and free of process code; `devicerl.runtime.league_run` plugs it into the
+rules, torch-light and free of process code; `devicerl.runtime.loop.league` plugs it into the
 training loop as an observer (``docs/league.md``).
 
 - `devicerl.league.config`: `PolicySpec`, `LeagueConfig`, `PBTConfig` (YAML ``policies:``).

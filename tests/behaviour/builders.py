@@ -32,8 +32,8 @@ import torch
 
 from devicerl.config import load_config
 from devicerl.records import Observation, Trajectory
-from devicerl.runtime.learner_setup import make_learner, seed_everything
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner, seed_everything
 
 from .dataset import trajectories
 from .summary import delta_summary, jsonable, one_thread, snapshot

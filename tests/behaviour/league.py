@@ -31,10 +31,10 @@ from devicerl.league.hparams import get_hparams
 from devicerl.league.pbt import PBT
 from devicerl.league.state import Frozen, League, weights_hash
 from devicerl.records import EpisodePlan
-from devicerl.runtime.league_run import FrontierAssignment, member_config
-from devicerl.runtime.learner_setup import seed_everything
-from devicerl.runtime.population import Population
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.loop.league import FrontierAssignment, member_config
+from devicerl.runtime.loop.population import Population
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import seed_everything
 from devicerl.tasks import TaskSampler, resolve
 
 from .builders import ROOT, capture_selection, parameters
@@ -109,7 +109,7 @@ def league_dataset(cfg: TrainConfig) -> list[Any]:
 
 
 def league_population(cfg: TrainConfig, league: League) -> Population:
-    """The league's members in a `Population`, as `devicerl.runtime.league_run.LeagueRun`
+    """The league's members in a `Population`, as `devicerl.runtime.loop.league.LeagueRun`
     adds them."""
     population = Population(cfg)
     population.destinations = league.destinations

@@ -1,2 +1,2 @@
 """Scaling collection out over a Ray cluster: rollout groups and the fleet that drives them
-(their options: `devicerl.runtime.train_config.RolloutsConfig` and ``ClusterConfig``)."""
+(their options: `devicerl.runtime.setup.config.RolloutsConfig` and ``ClusterConfig``)."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import ConfigError
 from devicerl.records import DEFAULT_POLICY, Trajectory
-from devicerl.runtime.acting_copies import Published
+from devicerl.runtime.acting.copies import Published
 from devicerl.runtime.cluster.group import (
     GROUP_LOST,
     NODE_LOST,
@@ -42,7 +42,7 @@ from devicerl.runtime.cluster.group import (
 from devicerl.runtime.cluster.verdicts import Rescue, detached, unlabelled
 
 if TYPE_CHECKING:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
 log = logging.getLogger(__name__)
 #: Longest a group holds a pull with nothing to ship (seconds).

@@ -28,14 +28,14 @@ import numpy as np
 
 from devicerl.agents.base import Policy
 from devicerl.records import DEFAULT_POLICY, EndReason, EpisodePlan, Trajectory
+from devicerl.runtime.acting.collector_thread import CollectorThread
+from devicerl.runtime.acting.exploration import ExplorationSchedule
+from devicerl.runtime.acting.planning import EpisodePlanner
 from devicerl.runtime.cluster.verdicts import JudgeEscrow, Relabel, detached
-from devicerl.runtime.collection import CollectorThread
-from devicerl.runtime.exploration import ExplorationSchedule
-from devicerl.runtime.planning import EpisodePlanner
 from devicerl.tasks import TaskSampler, resolve
 
 if TYPE_CHECKING:
-    from devicerl.runtime.train_config import TrainConfig
+    from devicerl.runtime.setup.config import TrainConfig
 
 log = logging.getLogger(__name__)
 NODE_LOST = "node_lost"  #: truncation cause of episodes running on a node that disappeared

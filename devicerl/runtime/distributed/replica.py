@@ -106,7 +106,7 @@ class LearnerReplica:
     """A learner built from the run's config, learning with ``grad_sync`` on mirrored data."""
 
     def __init__(self, cfg: Any, grad_sync: GradSync, device: torch.device | None = None) -> None:
-        from devicerl.runtime.learner_setup import make_learner, seed_everything, set_torch_threads
+        from devicerl.runtime.setup.learners import make_learner, seed_everything, set_torch_threads
 
         set_torch_threads()
         seed_everything(cfg.seed)

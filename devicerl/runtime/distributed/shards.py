@@ -37,7 +37,7 @@ class ShardWorker:
     """One learner shard (the body of a Ray actor): the replicas of the policies placed here."""
 
     def __init__(self) -> None:
-        from devicerl.runtime.learner_setup import set_torch_threads
+        from devicerl.runtime.setup.learners import set_torch_threads
 
         set_torch_threads()
         self.replicas: dict[str, Any] = {}

@@ -13,7 +13,7 @@ sees the same decision as a typed field.
 A group member cut short by the infrastructure (truncated, or left unlabelled by the judge) is
 re-run: `retry` hands its instance out once more under the same group id, at most
 ``MAX_RETRIES`` times per group; past that the group stays incomplete and the trainer drops it
-whole (`devicerl.runtime.groups.GroupBuffer`).
+whole (`devicerl.runtime.loop.task_groups.GroupBuffer`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from devicerl.records import DEFAULT_POLICY, EpisodePlan, TaskInstance, Trajectory
-from devicerl.runtime.exploration import ExplorationSchedule
+from devicerl.runtime.acting.exploration import ExplorationSchedule
 from devicerl.tasks import TaskSampler
 
 #: Re-runs a group gets for members the infrastructure cut short.

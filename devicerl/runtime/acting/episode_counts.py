@@ -44,7 +44,7 @@ class EpisodeCounts:
         return self.successes / self.episodes if self.episodes else 0.0
 
     def count_metrics(self) -> dict[str, float]:
-        """The counters under the metric names a run logs (`devicerl.runtime.metrics`)."""
+        """The counters under the metric names a run logs (`devicerl.runtime.runs.metrics`)."""
         return {
             "rollout/episodes": self.episodes,
             "rollout/successes": self.successes,

@@ -1,6 +1,6 @@
 """A league run (a config with ``policies:``, docs/league.md) as an observer of the one
-training loop (`devicerl.runtime.trainer.Trainer`, seen through
-`devicerl.runtime.observers.TrainingRun`).
+training loop (`devicerl.runtime.loop.trainer.Trainer`, seen through
+`devicerl.runtime.loop.observers.TrainingRun`).
 
 The league (`devicerl.league.state.League`: members, mapping, success windows, snapshots) and
 its PBT live here; the trainer's `Population` holds the members' learners and replays. What the
@@ -38,9 +38,9 @@ from devicerl.league.persist import load_league, save_league
 from devicerl.league.state import Frozen, League
 from devicerl.league.table import league_table
 from devicerl.records import Task, TaskInstance, Trajectory
-from devicerl.runtime.checkpoint import atomic_write_text
-from devicerl.runtime.observers import TrainerObserver, TrainingRun
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.loop.observers import TrainerObserver, TrainingRun
+from devicerl.runtime.runs.checkpoint import atomic_write_text
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import TaskSampler, resolve
 
 log = logging.getLogger(__name__)

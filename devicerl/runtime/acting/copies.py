@@ -30,7 +30,7 @@ class Published:
 
 
 class ActingCopies:
-    """A `devicerl.runtime.collector.PolicySource` fed by `publish` (see the module doc)."""
+    """A `devicerl.runtime.acting.collector.PolicySource` fed by `publish` (see the module doc)."""
 
     def __init__(self, roster: Mapping[str, Published] | None = None, version: int = 0) -> None:
         self.policies: dict[str, Policy] = {}

@@ -1,5 +1,5 @@
 """The policies a run acts with and trains: one (`DEFAULT_POLICY`) for a single-policy run, a
-league's members otherwise (`devicerl.runtime.league_run`).
+league's members otherwise (`devicerl.runtime.loop.league`).
 
 Each `Member` has its live policy and, when it trains, its learner (where its updates run:
 this process, a launch's ranks, a Ray learner group or a learner shard) and its replay buffer.
@@ -22,12 +22,12 @@ from devicerl.agents.base import Policy
 from devicerl.algos.base import Learner
 from devicerl.data.replay import ReplayBuffer
 from devicerl.records import DEFAULT_POLICY, Trajectory
-from devicerl.runtime.acting_copies import Published
+from devicerl.runtime.acting.copies import Published
 from devicerl.runtime.distributed.factory import make_learner_group
 from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.distributed.learners import LearnerGroup
-from devicerl.runtime.learner_setup import make_learner
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import make_learner
 
 
 @dataclass

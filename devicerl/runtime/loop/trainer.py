@@ -2,7 +2,7 @@
 
 One loop serves every run. The run's `Population` holds the policies it acts with and trains:
 one for a single-policy run, a league's members when the config has ``policies:`` (a league is
-an observer of this loop, `devicerl.runtime.league_run.LeagueRun`: it adds the members, assigns
+an observer of this loop, `devicerl.runtime.loop.league.LeagueRun`: it adds the members, assigns
 episodes to them, snapshots and runs PBT after each iteration).
 
 Online, an iteration takes K fresh trajectories from the collection source (a collector thread
@@ -15,10 +15,10 @@ learners leave out groups acted too many versions ago, ``grpo.max_staleness``).
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffers as pointers
 into that store, so ``devicerl train --resume RUN_DIR`` continues where the last checkpoint was.
-SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.stop`): the update in progress ends,
+SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.runs.stop`): the update in progress ends,
 a checkpoint and the agent are written, the devices are closed and `Trainer.stopped` is set.
 
-Observers (`devicerl.runtime.observers.TrainerObserver`) see every stored episode and every
+Observers (`devicerl.runtime.loop.observers.TrainerObserver`) see every stored episode and every
 iteration, add to checkpoints, restores, metrics and the summary; `Trainer.observers` is the
 list (tests and scripts append their own, e.g. to add a league member during a run).
 """
@@ -40,21 +40,21 @@ from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
 from devicerl.pool.pool import EnvPool
 from devicerl.records import DEFAULT_POLICY, Trajectory
-from devicerl.runtime.acting_copies import ActingCopies
-from devicerl.runtime.collection import BackgroundCollector, CollectionSource
+from devicerl.runtime.acting.collector_thread import BackgroundCollector, CollectionSource
+from devicerl.runtime.acting.copies import ActingCopies
+from devicerl.runtime.acting.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.exploration import ExplorationSchedule
+from devicerl.runtime.acting.planning import EpisodePlanner, PolicyAssignment
 from devicerl.runtime.distributed.group import GroupInfo
-from devicerl.runtime.episode_counts import EpisodeCounts
-from devicerl.runtime.evaluate import EvalResult, eval_sampler, evaluate_policy
-from devicerl.runtime.exploration import ExplorationSchedule
-from devicerl.runtime.groups import GroupBuffer
-from devicerl.runtime.learner_setup import seed_everything, set_torch_threads
-from devicerl.runtime.observers import TrainerObserver
-from devicerl.runtime.planning import EpisodePlanner, PolicyAssignment
-from devicerl.runtime.population import Population
-from devicerl.runtime.progress import RateProgress
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.stop import GracefulStop, StopRequested
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.loop.evaluation import EvalResult, eval_sampler, evaluate_policy
+from devicerl.runtime.loop.observers import TrainerObserver
+from devicerl.runtime.loop.population import Population
+from devicerl.runtime.loop.task_groups import GroupBuffer
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.runs.progress import RateProgress
+from devicerl.runtime.runs.stop import GracefulStop, StopRequested
+from devicerl.runtime.setup.config import TrainConfig
+from devicerl.runtime.setup.learners import seed_everything, set_torch_threads
 from devicerl.secrets import scrub
 from devicerl.tasks import TaskSampler, resolve
 
@@ -82,7 +82,7 @@ def load_offline(spec: str) -> list[Trajectory]:
     """Trajectories from run folders, stores or DigiRL ``.pt`` files (comma-separated)."""
     from devicerl.data.digirl_import import iter_digirl
     from devicerl.data.store import TrajectoryStore
-    from devicerl.runtime.run_dir import find_store
+    from devicerl.runtime.runs.folder import find_store
 
     out: list[Trajectory] = []
     for part in (p.strip() for p in spec.split(",")):
@@ -120,7 +120,7 @@ class Trainer:
         self.routed: set[str] | None = None  # members new episodes can go to (None: all)
         self.eval_name = DEFAULT_POLICY
         if cfg.policies:
-            from devicerl.runtime.league_run import LeagueRun
+            from devicerl.runtime.loop.league import LeagueRun
 
             if group is not None and group.world_size > 1:
                 raise ConfigError("policies: a league run does not run under accelerate launch")

@@ -388,9 +388,9 @@ def build_report(
     episodes rendered.
     """
     from devicerl.data.store import TrajectoryStore
-    from devicerl.runtime.plots import learning_curves
-    from devicerl.runtime.progress import RateProgress
-    from devicerl.runtime.run_dir import RunDir, find_store
+    from devicerl.runtime.reports.plots import learning_curves
+    from devicerl.runtime.runs.folder import RunDir, find_store
+    from devicerl.runtime.runs.progress import RateProgress
 
     cfg = config or ViewConfig()
     run_dir = RunDir(run)

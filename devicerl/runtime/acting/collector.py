@@ -8,7 +8,7 @@ planning`): which policy acts, at which exploration level (passed to `Policy.act
 version of the policy that chose it and its share of the agent's time.
 
 Policies come from a `PolicySource`: a fixed policy (`Collector(pool, policy)`), or the acting
-copies a trainer keeps up to date (`devicerl.runtime.acting_copies.ActingCopies`: new weights
+copies a trainer keeps up to date (`devicerl.runtime.acting.copies.ActingCopies`: new weights
 are applied between batches, so no batch mixes two versions of a policy).
 
 With a ``judge`` (a `devicerl.judges.JudgeRunner`, e.g. ``make_runner(config.judge)``) every
@@ -39,7 +39,7 @@ from devicerl.records import (
     Trajectory,
     with_previous_actions,
 )
-from devicerl.runtime.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.episode_counts import EpisodeCounts
 
 PolicyLike = Policy | Callable[[list[Observation]], Sequence[Action]]
 
@@ -91,7 +91,7 @@ class CollectorStats(EpisodeCounts):
         return self.agent_time_s / max(self.elapsed_s, 1e-9)
 
     def as_dict(self) -> dict[str, float]:
-        """The counters under the metric names a run logs (`devicerl.runtime.metrics`)."""
+        """The counters under the metric names a run logs (`devicerl.runtime.runs.metrics`)."""
         return {
             "pool/env_steps": self.env_steps,
             "pool/steps_per_s": self.steps_per_s,

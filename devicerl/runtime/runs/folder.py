@@ -3,13 +3,13 @@
 ```
 RUN/
   config.yaml       resolved config, secrets redacted (written at start; read to resume)
-  provenance.json   git commit, dirty flag, package versions (devicerl.runtime.provenance)
+  provenance.json   git commit, dirty flag, package versions (devicerl.runtime.runs.provenance)
   trajectories/     trajectory store (Parquet shards; devicerl.data.store)
   metrics.jsonl     one JSON object per log call: {"step", "time", "<ns>/<name>": value, ...}
   tb/               TensorBoard event files
-  checkpoints/      iter-<N>/ folders and a `latest` pointer (devicerl.runtime.checkpoint)
+  checkpoints/      iter-<N>/ folders and a `latest` pointer (devicerl.runtime.runs.checkpoint)
   report/           static HTML report written by `devicerl view`
-  .lock             held by the process that runs in the folder (`devicerl.runtime.run_lock`)
+  .lock             held by the process that runs in the folder (`devicerl.runtime.runs.lock`)
 ```
 
 A new run never writes into an existing run: `RunDir.start_new` refuses a folder that exists
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from devicerl.errors import ConfigError, DataError, RunError
 from devicerl.files import check_output, read_text, write_json
-from devicerl.runtime.run_lock import LOCK_NAME, RunLock
+from devicerl.runtime.runs.lock import LOCK_NAME, RunLock
 
 if TYPE_CHECKING:
     from devicerl.data.store import TrajectoryStore, TrajectoryWriter
-    from devicerl.runtime.checkpoint import CheckpointManager
-    from devicerl.runtime.metrics import LoggingConfig, MetricsLogger
+    from devicerl.runtime.runs.checkpoint import CheckpointManager
+    from devicerl.runtime.runs.metrics import LoggingConfig, MetricsLogger
 
 T = TypeVar("T")
 
@@ -173,7 +173,7 @@ class RunDir:
         """Write the resolved config (secrets redacted) as ``config.yaml``, and the code's
         provenance beside it (``provenance.json``)."""
         from devicerl.config import save_config
-        from devicerl.runtime.provenance import FILE, provenance
+        from devicerl.runtime.runs.provenance import FILE, provenance
 
         save_config(config, self.config_path)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -184,7 +184,7 @@ class RunDir:
         """The saved ``provenance.json`` (empty when the run predates it)."""
         import json
 
-        from devicerl.runtime.provenance import FILE
+        from devicerl.runtime.runs.provenance import FILE
 
         path = self.path / FILE
         if not (path.exists() or path.is_symlink()):
@@ -234,12 +234,12 @@ class RunDir:
     def metrics_logger(
         self, config: LoggingConfig | None = None, run_config: Any = None
     ) -> MetricsLogger:
-        from devicerl.runtime.metrics import MetricsLogger
+        from devicerl.runtime.runs.metrics import MetricsLogger
 
         return MetricsLogger(self.path, config, run_config=run_config)
 
     def read_metrics(self) -> list[dict[str, Any]]:
-        from devicerl.runtime.metrics import read_metrics
+        from devicerl.runtime.runs.metrics import read_metrics
 
         path = self.metrics_path
         return read_metrics(path) if path.exists() or path.is_symlink() else []
@@ -247,7 +247,7 @@ class RunDir:
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint_manager(self, keep: int = 3) -> CheckpointManager:
         """The run's `CheckpointManager` (``checkpoints/iter-N/`` + ``latest``)."""
-        from devicerl.runtime.checkpoint import CheckpointManager
+        from devicerl.runtime.runs.checkpoint import CheckpointManager
 
         return CheckpointManager(self.checkpoints, keep=keep)
 

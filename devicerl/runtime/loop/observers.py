@@ -1,15 +1,15 @@
-"""Hooks into the training loop: what an observer of `devicerl.runtime.trainer.Trainer` sees
-and may change (a league is one: `devicerl.runtime.league_run.LeagueRun`)."""
+"""Hooks into the training loop: what an observer of `devicerl.runtime.loop.trainer.Trainer` sees
+and may change (a league is one: `devicerl.runtime.loop.league.LeagueRun`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Protocol
 
-from devicerl.runtime.planning import PolicyAssignment
-from devicerl.runtime.population import Population
-from devicerl.runtime.run_dir import RunDir
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.acting.planning import PolicyAssignment
+from devicerl.runtime.loop.population import Population
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 
 
 class TrainingRun(Protocol):

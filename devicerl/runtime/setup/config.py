@@ -26,7 +26,7 @@ from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.league.config import LeagueConfig, PolicySpec, validate_league
 from devicerl.pool.supervisor import SupervisorConfig
-from devicerl.runtime.metrics import LoggingConfig
+from devicerl.runtime.runs.metrics import LoggingConfig
 
 if TYPE_CHECKING:
     from devicerl.pool.pool import EnvPool
@@ -108,7 +108,7 @@ class EvalConfig:
 
 @dataclass
 class ExplorationConfig:
-    """Success-adaptive exploration (`devicerl.runtime.exploration`; an addition beyond the
+    """Success-adaptive exploration (`devicerl.runtime.acting.exploration`; an addition beyond the
     paper): each training episode's exploration level from its task's recent success."""
 
     max: float | None = field(

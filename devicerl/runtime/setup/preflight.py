@@ -15,7 +15,7 @@ from pathlib import Path
 from devicerl.envs.registry import check_options, lookup
 from devicerl.errors import ConfigError, DeviceRLError
 from devicerl.files import is_regular
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import resolve
 
 
@@ -65,7 +65,7 @@ def _check_offline(cfg: TrainConfig) -> None:
     if cfg.mode not in ("offline", "off2on"):
         return
     from devicerl.data.store import TrajectoryStore
-    from devicerl.runtime.run_dir import find_store
+    from devicerl.runtime.runs.folder import find_store
 
     for part in (p.strip() for p in (cfg.offline_data or "").split(",")):
         if not part:

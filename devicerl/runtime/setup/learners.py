@@ -11,7 +11,7 @@ import torch
 
 from devicerl.agents.base import Policy, require_trainable
 from devicerl.algos.base import Learner
-from devicerl.runtime.train_config import TrainConfig
+from devicerl.runtime.setup.config import TrainConfig
 
 
 def make_learner(cfg: TrainConfig, actor: Policy) -> Learner | None:

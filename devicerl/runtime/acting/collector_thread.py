@@ -22,8 +22,8 @@ from typing import Any, Protocol
 from devicerl.errors import DeviceRLError
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
-from devicerl.runtime.acting_copies import ActingCopies, Published
-from devicerl.runtime.collector import Collector
+from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.acting.copies import ActingCopies, Published
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 from devicerl.agents.base import Policy
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
-from devicerl.runtime.collector import Collector
-from devicerl.runtime.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.acting.episode_counts import EpisodeCounts
 from devicerl.tasks.base import Task, TaskSampler
 
 

@@ -1,12 +1,12 @@
 """Whole groups for the group-relative learners: the trainer hands a group's episodes to the
 learner only once all of them are in.
 
-The planner (`devicerl.runtime.planning`) hands a task instance out ``group_size`` times under
-one group id; the members finish in any order, on any device. `GroupBuffer` holds the labelled
-members of each group until ``group_size`` of them arrived, then releases them together. A
-member cut short by the infrastructure is re-run by the planner under the same id; a group that
-is still not whole ``max_age`` iterations after its first member arrived (its re-runs used up,
-or its devices lost) is dropped whole, and counted.
+The planner (`devicerl.runtime.acting.planning`) hands a task instance out ``group_size``
+times under one group id; the members finish in any order, on any device. `GroupBuffer` holds
+the labelled members of each group until ``group_size`` of them arrived, then releases them
+together. A member cut short by the infrastructure is re-run by the planner under the same id;
+a group that is still not whole ``max_age`` iterations after its first member arrived (its
+re-runs used up, or its devices lost) is dropped whole, and counted.
 """
 
 from __future__ import annotations

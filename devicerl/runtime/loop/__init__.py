@@ -1,0 +1,1 @@
+"""devicerl.runtime.loop"""
