@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.envs import EnvSpec
 from devicerl.envs.synthetic import Latency, SyntheticEnv
 from devicerl.pool import EnvPool, Ready, SupervisorConfig
@@ -243,7 +243,7 @@ class GymDriver:
         fns = [_GymFactory(device_kwargs(profile, i, screen)) for i in range(n)]
         self.n, self.mode = n, mode
         self.venv = AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=AutoresetMode(mode))
-        kind = VALID_TYPES.index(ActionType.DUAL_POINT)
+        kind = AITW_TYPES.index(ActionType.DUAL_POINT)
         self.actions = {
             "action_type": np.full(n, kind),
             "touch": np.full((n, 2), 0.5, np.float32),

@@ -38,8 +38,21 @@ class ActionType(str, Enum):
 #: Types whose action ends the episode by the agent's own decision.
 TERMINAL_TYPES = frozenset({ActionType.STATUS_TASK_COMPLETE, ActionType.STATUS_TASK_IMPOSSIBLE})
 
-#: The valid action types in a stable order (used as class indices by agents and gym spaces).
+#: Every valid action type, in declaration order.
 VALID_TYPES: tuple[ActionType, ...] = tuple(t for t in ActionType if t is not ActionType.INVALID)
+
+#: AitW's seven action types in a frozen order: the class indices of the small agent's type head
+#: and of its featurizer's last-action columns, so saved agents keep their shapes and meaning
+#: whatever types join `ActionType` later.
+AITW_TYPES: tuple[ActionType, ...] = (
+    ActionType.DUAL_POINT,
+    ActionType.TYPE,
+    ActionType.PRESS_BACK,
+    ActionType.PRESS_HOME,
+    ActionType.PRESS_ENTER,
+    ActionType.STATUS_TASK_COMPLETE,
+    ActionType.STATUS_TASK_IMPOSSIBLE,
+)
 
 
 def _check_point(name: str, p: Any) -> Point:

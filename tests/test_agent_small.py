@@ -263,7 +263,7 @@ def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
 
 
 def test_history_features_read_the_episodes_earlier_actions() -> None:
-    from devicerl.actions import VALID_TYPES
+    from devicerl.actions import AITW_TYPES
     from devicerl.agents.featurize import INSTR_FEATURES
     from devicerl.records import with_previous_actions
 
@@ -279,7 +279,7 @@ def test_history_features_read_the_episodes_earlier_actions() -> None:
     # no earlier action: nothing marked, the "no action yet" flag set
     assert fresh.instr_feats[0, :, INSTR_FEATURES:].abs().sum() == 0
     assert fresh.elem_feats[0, :, ELEM_FEATURES:].abs().sum() == 0
-    assert fresh.history[0, len(VALID_TYPES)] == 1.0
+    assert fresh.history[0, len(AITW_TYPES)] == 1.0
     # the box was tapped twice (last action included), the form around it not
     box = fresh.elem_feats[1, 1, ELEM_FEATURES:].tolist()
     assert box == pytest.approx([1.0, 2 / 3]) and fresh.elem_feats[1, 0, ELEM_FEATURES:].sum() == 0
@@ -290,9 +290,9 @@ def test_history_features_read_the_episodes_earlier_actions() -> None:
     assert marked == ["blue", "sky"]
     assert fresh.instr_feats[1, :, INSTR_FEATURES].sum() == 0
     g = fresh.history[1].tolist()
-    assert g[VALID_TYPES.index(ActionType.DUAL_POINT)] == 1.0 and g[len(VALID_TYPES)] == 0.0
-    assert g[len(VALID_TYPES) + 1] == pytest.approx(0.3)  # three actions so far
-    assert g[len(VALID_TYPES) + 3] == pytest.approx(1 / 3)  # one TYPE
+    assert g[AITW_TYPES.index(ActionType.DUAL_POINT)] == 1.0 and g[len(AITW_TYPES)] == 0.0
+    assert g[len(AITW_TYPES) + 1] == pytest.approx(0.3)  # three actions so far
+    assert g[len(AITW_TYPES) + 3] == pytest.approx(1 / 3)  # one TYPE
 
 
 def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
@@ -59,7 +59,7 @@ def _p_type_first(skip: bool, wins: list[Trajectory]) -> tuple[float, dict[str, 
     firsts = [t.steps[0].observation for t in wins]
     with torch.no_grad():
         p_type = agent.head_log_probs(agent.featurize(firsts)).type.exp()
-    return float(p_type[:, VALID_TYPES.index(ActionType.TYPE)].mean()), metrics
+    return float(p_type[:, AITW_TYPES.index(ActionType.TYPE)].mean()), metrics
 
 
 def test_skip_noops_keeps_the_actor_from_imitating_actions_that_changed_nothing() -> None:

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.agents.config import ELEM_FEATURES as ELEM_FEATURES  # re-export
 from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
 from devicerl.agents.config import INSTR_FEATURES as INSTR_FEATURES  # re-export
@@ -42,7 +42,7 @@ from devicerl.agents.field_labels import element_rows, field_labels, token_rows
 from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
-GLOBAL_HISTORY = len(VALID_TYPES) + 5
+GLOBAL_HISTORY = len(AITW_TYPES) + 5
 _POINT_TOL = 1e-6
 #: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
 INSTR_OVERLAP = slice(0, 2)
@@ -233,13 +233,13 @@ def _history_features(obs: Observation, prev: list[Action], tokens, meta: ObsMet
     glob = [0.0] * GLOBAL_HISTORY
     last_action = prev[-1] if prev else None
     if last_action is None:
-        glob[len(VALID_TYPES)] = 1.0
-    elif last_action.type in VALID_TYPES:
-        glob[VALID_TYPES.index(last_action.type)] = 1.0
-    glob[len(VALID_TYPES) + 1] = min(len(prev), 10) / 10
-    glob[len(VALID_TYPES) + 2] = float(len(prev) >= 2 and prev[-1] == prev[-2])
-    glob[len(VALID_TYPES) + 3] = min(n_typed, 3) / 3
-    glob[len(VALID_TYPES) + 4] = float(last_action is not None and last_action.is_swipe)
+        glob[len(AITW_TYPES)] = 1.0
+    elif last_action.type in AITW_TYPES:
+        glob[AITW_TYPES.index(last_action.type)] = 1.0
+    glob[len(AITW_TYPES) + 1] = min(len(prev), 10) / 10
+    glob[len(AITW_TYPES) + 2] = float(len(prev) >= 2 and prev[-1] == prev[-2])
+    glob[len(AITW_TYPES) + 3] = min(n_typed, 3) / 3
+    glob[len(AITW_TYPES) + 4] = float(last_action is not None and last_action.is_swipe)
     return tok_rows, el_rows, glob
 
 

@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.records import Observation
 
@@ -61,7 +61,7 @@ class UniformPolicy(Policy):
 
     def _types(self, meta: Any) -> list[ActionType]:
         allowed = self.config.allowed_types
-        types = [t for t in VALID_TYPES if allowed is None or t.value in allowed]
+        types = [t for t in AITW_TYPES if allowed is None or t.value in allowed]
         gestures_anywhere = self.config.swipes or self.config.point_actions
         no_tap = not (meta.elements or gestures_anywhere)
         return [

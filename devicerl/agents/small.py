@@ -1,6 +1,6 @@
 """The small CPU agent: the default, trainable in minutes on a laptop.
 
-An action is chosen in parts: its type (over `VALID_TYPES`); for DUAL_POINT a gesture (tap, or
+An action is chosen in parts: its type (over `AITW_TYPES`); for DUAL_POINT a gesture (tap, or
 a swipe up/down/left/right from the screen centre); for a tap, an element (the tap lands on its
 centre); for TYPE, a span of instruction tokens (the typed text is the exact substring of the
 instruction). The log-prob of an action is the sum of the log-probs of its parts.
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
 from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
@@ -232,7 +232,7 @@ class SmallAgent(TorchPolicy):
         """The optional paths' choices per row: touch and lift points, text source, page span,
         free text (only the parts the chosen type and gesture use are drawn beyond the first)."""
         more: list[dict[str, Any]] = [{} for _ in metas]
-        kinds = [VALID_TYPES[int(t)] for t in choice[0]]
+        kinds = [AITW_TYPES[int(t)] for t in choice[0]]
         if lp.point is not None:
             k2 = lp.point.shape[-1]
             for b, flat in enumerate(self._pick(lp.point.flatten(1), greedy).tolist()):
@@ -270,7 +270,7 @@ class SmallAgent(TorchPolicy):
         return more
 
     def _build(self, meta: ObsMeta, t: int, g: int, e: int, s: int, end: int, more: dict[str, Any]):
-        kind = VALID_TYPES[t]
+        kind = AITW_TYPES[t]
         extras: dict[str, Any] = {"type": kind.value}
         if kind is ActionType.DUAL_POINT:
             extras["gesture"] = GESTURES[g]
@@ -298,7 +298,7 @@ class SmallAgent(TorchPolicy):
         """The choices that produce ``action`` on this observation (see the module doc)."""
         if action.type is ActionType.INVALID:
             return ActionTarget(None, exact=False, note="invalid action")
-        t = VALID_TYPES.index(action.type)
+        t = AITW_TYPES.index(action.type)
         if action.type is ActionType.DUAL_POINT and self.config.point_actions:
             alt, exact, note = dual_point_target(meta, self.module, action, self._swipes)
             return ActionTarget(t, elements=alt.elements, exact=exact, note=note, alternatives=alt)
@@ -340,7 +340,7 @@ class SmallAgent(TorchPolicy):
                 continue
             s = lp.type[b, tg.type_idx]
             if tg.alternatives is not None:
-                kind = VALID_TYPES[tg.type_idx]
+                kind = AITW_TYPES[tg.type_idx]
                 rest = score_alternatives(lp, b, tg.alternatives, kind, extras)
                 out.append(s + (floor if rest is None else rest))
                 continue
@@ -447,7 +447,7 @@ class SmallAgent(TorchPolicy):
                 )
         self.module.load_state_dict(saved, strict=False)
         fresh = sorted(k for k in own if k not in saved)
-        every = [t.value for t in VALID_TYPES]
+        every = [t.value for t in AITW_TYPES]
         before = set(meta.get("config", {}).get("allowed_types") or every)
         new_types = set(self.config.allowed_types or every) - before
         self.module.quiet(

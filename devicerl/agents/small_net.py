@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from devicerl.actions import VALID_TYPES, ActionType
+from devicerl.actions import AITW_TYPES, ActionType
 from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.featurize import (
     GLOBAL_HISTORY,
@@ -42,8 +42,8 @@ POINT, DRAG = GESTURES.index("point"), GESTURES.index("drag")
 MASKED = -1e9
 #: The logit a choice that a grown agent adds starts at (`SmallPolicyNet.quiet`).
 QUIET_LOGIT = -4.0
-_DUAL = VALID_TYPES.index(ActionType.DUAL_POINT)
-_TYPE = VALID_TYPES.index(ActionType.TYPE)
+_DUAL = AITW_TYPES.index(ActionType.DUAL_POINT)
+_TYPE = AITW_TYPES.index(ActionType.TYPE)
 
 
 class Encoded(NamedTuple):
@@ -60,7 +60,7 @@ class Encoded(NamedTuple):
 class HeadLogits(NamedTuple):
     """Masked logits of every head."""
 
-    type: torch.Tensor  # [B, len(VALID_TYPES)]
+    type: torch.Tensor  # [B, len(AITW_TYPES)]
     gesture: torch.Tensor  # [B, len(GESTURES)]
     element: torch.Tensor  # [B, Le]
     start: torch.Tensor  # [B, Li]
@@ -227,7 +227,7 @@ class SmallPolicyNet(nn.Module):
         d = cfg.d_model
         self.cfg = cfg
         self.encoder = SmallEncoder(cfg)
-        self.type_head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, len(VALID_TYPES)))
+        self.type_head = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, len(AITW_TYPES)))
         self.gesture_head = nn.Linear(d, BASIC_GESTURES)
         self.elem_query, self.elem_key = nn.Linear(d, d), nn.Linear(d, d)
         self.elem_score = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
@@ -241,9 +241,9 @@ class SmallPolicyNet(nn.Module):
         for layer in (self.start_query, self.start_score, self.end_query, self.end_score):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
-        allowed = torch.ones(len(VALID_TYPES), dtype=torch.bool)
+        allowed = torch.ones(len(AITW_TYPES), dtype=torch.bool)
         if cfg.allowed_types is not None:
-            allowed = torch.tensor([t.value in cfg.allowed_types for t in VALID_TYPES])
+            allowed = torch.tensor([t.value in cfg.allowed_types for t in AITW_TYPES])
         self.register_buffer("allowed_types", allowed, persistent=False)
         self.quote_prior = nn.Parameter(torch.tensor(float(cfg.quote_prior)))
         # Later additions, built only when on (older configs initialise exactly as before).
@@ -285,10 +285,10 @@ class SmallPolicyNet(nn.Module):
         out = self.type_head[-1]
         assert isinstance(out, nn.Linear)
         if new_types and old_types:
-            ref = min(VALID_TYPES.index(t) for t in old_types)
+            ref = min(AITW_TYPES.index(t) for t in old_types)
             for t in new_types:
-                out.weight[VALID_TYPES.index(t)] = out.weight[ref]
-                out.bias[VALID_TYPES.index(t)] = out.bias[ref] + QUIET_LOGIT
+                out.weight[AITW_TYPES.index(t)] = out.weight[ref]
+                out.bias[AITW_TYPES.index(t)] = out.bias[ref] + QUIET_LOGIT
 
     def forward(self, batch: FeatureBatch) -> HeadLogits:
         enc = self.encoder(batch)
