@@ -505,7 +505,9 @@ def _page(
         )
     curve_html = "".join(f'<img src="{html.escape(c)}" alt="{html.escape(c)}">' for c in curves)
     template = string.Template(
-        resources.files("devicerl.runtime").joinpath("viewer_template.html").read_text("utf-8")
+        resources.files("devicerl.runtime.reports")
+        .joinpath("viewer_template.html")
+        .read_text("utf-8")
     )
     return template.substitute(
         title=html.escape(title),
