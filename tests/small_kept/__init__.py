@@ -1,0 +1,1 @@
+"""Recorded observations and what the small agents make of them (see ``record.py``)."""
