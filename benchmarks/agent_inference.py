@@ -20,9 +20,9 @@ import time
 import numpy as np
 import torch
 
-from devicerl.agents.featurize import FeatureConfig
 from devicerl.agents.random import RandomPolicy
 from devicerl.agents.small import SmallAgent
+from devicerl.agents.small.config import FeatureConfig
 from devicerl.records import Observation, UIElement
 
 WORDS = (

@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from devicerl.agents.featurize import FeatureConfig
 from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import SmallAgent
+from devicerl.agents.small.config import FeatureConfig
 from devicerl.envs import make
 from devicerl.runtime.acting.rollout import rollout
 

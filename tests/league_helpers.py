@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devicerl.agents.config import SmallAgentOptions
 from devicerl.agents.factory import AgentSpec
+from devicerl.agents.small.config import SmallAgentOptions
 from devicerl.envs import make
 from devicerl.league.config import PolicySpec
 from devicerl.records import Observation

@@ -7,10 +7,11 @@ import torch
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents import require_trainable
-from devicerl.agents.featurize import ELEM_FEATURES, FeatureConfig, featurize
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.agents.small_net import SmallEncoder
+from devicerl.agents.small.config import ELEM_FEATURES, FeatureConfig
+from devicerl.agents.small.featurize import featurize
+from devicerl.agents.small.net import SmallEncoder
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
@@ -219,8 +220,8 @@ def test_behaviour_cloning_learns_tap_and_type_in_seconds(positions) -> None:
 
 
 def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None:
-    from devicerl.agents.small import with_floor
-    from devicerl.agents.small_net import MASKED
+    from devicerl.agents.small.heads import with_floor
+    from devicerl.agents.small.net import MASKED
 
     logits = torch.tensor([[8.0, 0.0, MASKED, -2.0], [0.0, MASKED, MASKED, MASKED]])
     log_p = torch.log_softmax(logits, -1)
@@ -233,7 +234,7 @@ def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None
 
 
 def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
-    from devicerl.agents.small import MAX_EPSILON
+    from devicerl.agents.small.agent import MAX_EPSILON
 
     agent = SmallAgent(
         d_model=32, n_layers=1, epsilon=0.0, seed=3, allowed_types=("DUAL_POINT",), swipes=False
@@ -264,7 +265,7 @@ def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
 
 def test_history_features_read_the_episodes_earlier_actions() -> None:
     from devicerl.actions import AITW_TYPES
-    from devicerl.agents.featurize import INSTR_FEATURES
+    from devicerl.agents.small.config import INSTR_FEATURES
     from devicerl.records import with_previous_actions
 
     cfg = FeatureConfig(history=True, role_mention=False)
@@ -317,15 +318,15 @@ def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
 
 @pytest.mark.parametrize("point_actions", [False, True])
 def test_uniform_baseline_draws_every_gesture_the_agent_can_express(point_actions) -> None:
-    from devicerl.agents.random import UniformPolicy
-    from devicerl.agents.small_net import SmallAgentConfig
+    from devicerl.agents.small.config import SmallAgentConfig
+    from devicerl.agents.small.uniform import UniformPolicy
 
     cfg = SmallAgentConfig(swipes=True, point_actions=point_actions)
     policy = UniformPolicy(cfg, seed=0)
     actions = [a.action for _ in range(100) for a in policy.act([_page()])]
     taps = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch == a.lift]
     swipes = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch != a.lift]
-    from devicerl.agents.small import swipe_action
+    from devicerl.agents.small.agent import swipe_action
 
     fixed = {swipe_action(d) for d in ("up", "down", "left", "right")}
     assert taps and swipes and any(a.type is ActionType.TYPE for a in actions)

@@ -12,10 +12,11 @@ import torch
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents.capabilities import ActionKind
-from devicerl.agents.featurize import ELEM_DOM_FLAGS, FeatureConfig, featurize
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.agents.small_heads import points_of
-from devicerl.agents.small_net import DRAG, POINT, QUIET_LOGIT
+from devicerl.agents.small.config import FeatureConfig
+from devicerl.agents.small.featurize import ELEM_DOM_FLAGS, featurize
+from devicerl.agents.small.heads import points_of
+from devicerl.agents.small.net import DRAG, POINT, QUIET_LOGIT
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
@@ -319,8 +320,8 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
 
 
 def test_init_from_grows_a_saved_agent_with_the_parts_it_lacks(tmp_path) -> None:
-    from devicerl.agents.config import SmallAgentOptions
     from devicerl.agents.factory import AgentSpec
+    from devicerl.agents.small.config import SmallAgentOptions
     from devicerl.config import config_source, load_config
     from devicerl.errors import ConfigError
     from devicerl.runtime.setup.config import TrainConfig

@@ -109,8 +109,8 @@ def test_compare_writes_a_report_and_reuses_finished_runs(tmp_path, capsys) -> N
 
 
 def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
-    from devicerl.agents.config import SmallAgentConfig
     from devicerl.agents.small import SmallAgent
+    from devicerl.agents.small.config import SmallAgentConfig
 
     saved = SmallAgent(SmallAgentConfig(allowed_types=("DUAL_POINT", "TYPE"), swipes=False, seed=3))
     saved.save(tmp_path / "agent")

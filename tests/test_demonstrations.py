@@ -7,8 +7,8 @@ import demonstrations as demos  # benchmarks/ (see conftest.py)
 import pytest
 
 from devicerl.actions import ActionType
-from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.agents.small.config import SmallAgentConfig
 from devicerl.runtime.loop.trainer import load_offline
 from devicerl.tasks import SEED_RANGES
 

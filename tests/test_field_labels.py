@@ -7,11 +7,11 @@ import random
 import torch
 
 from devicerl.actions import Action
-from devicerl.agents.config import ELEM_FIELD, INSTR_FIELD
-from devicerl.agents.featurize import FeatureConfig, featurize
-from devicerl.agents.field_labels import field_labels, mentions, token_rows
 from devicerl.agents.small import SmallAgent
-from devicerl.agents.tokenize import split_words
+from devicerl.agents.small.config import ELEM_FIELD, INSTR_FIELD, FeatureConfig
+from devicerl.agents.small.featurize import featurize
+from devicerl.agents.small.field_labels import field_labels, mentions, token_rows
+from devicerl.agents.small.tokenize import split_words
 from devicerl.records import Observation, UIElement
 
 _USERS = ["kasie", "joye", "cheree", "lyda", "bernardine", "tomas", "ivy", "olga"]

@@ -11,9 +11,9 @@ import sys
 import pytest
 import torch
 
-from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.interpolation import interpolate_agents
 from devicerl.agents.small import SmallAgent
+from devicerl.agents.small.config import SmallAgentConfig
 from devicerl.errors import ConfigError, DataError, PathError
 
 

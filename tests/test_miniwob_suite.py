@@ -11,7 +11,7 @@ import miniwob_suite as ms  # benchmarks/ (see conftest.py)
 import pytest
 
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
-from devicerl.agents.config import SmallAgentConfig, SmallAgentOptions
+from devicerl.agents.small.config import SmallAgentConfig, SmallAgentOptions
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
 from devicerl.tasks import resolve

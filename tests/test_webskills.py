@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from devicerl.actions import Action, ActionType
-from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.scripted import PlanOracle, _plan_action
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.agents.small.config import SmallAgentConfig
 from devicerl.cli.main import main as cli
 from devicerl.config import load_config
 from devicerl.envs import make

@@ -26,11 +26,11 @@ from devicerl.agents.random import RandomPolicy
 
 _LAZY = {
     "SmallAgent": "devicerl.agents.small",
-    "SmallAgentConfig": "devicerl.agents.small_net",
-    "SmallEncoder": "devicerl.agents.small_net",
-    "Featurizer": "devicerl.agents.featurize",
-    "FeatureConfig": "devicerl.agents.featurize",
-    "featurize": "devicerl.agents.featurize",
+    "SmallAgentConfig": "devicerl.agents.small.config",
+    "SmallEncoder": "devicerl.agents.small.net",
+    "Featurizer": "devicerl.agents.small.featurize",
+    "FeatureConfig": "devicerl.agents.small.config",
+    "featurize": "devicerl.agents.small.featurize",
     "AutoUIAgent": "devicerl.agents.autoui",
     "AutoUIConfig": "devicerl.agents.autoui",
     "LoRASettings": "devicerl.agents.autoui",

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from devicerl.agents.config import FeatureConfig, SmallAgentConfig
-from devicerl.agents.featurize import Featurizer
-from devicerl.agents.small_net import SmallEncoder
+from devicerl.agents.small.config import FeatureConfig, SmallAgentConfig
+from devicerl.agents.small.featurize import Featurizer
+from devicerl.agents.small.net import SmallEncoder
 from devicerl.records import Observation
 
 

@@ -21,7 +21,8 @@ from typing import Any
 
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
-from devicerl.agents.config import AGENT_SETTINGS, AutoUIOptions, SmallAgentOptions
+from devicerl.agents.config import AGENT_SETTINGS, AutoUIOptions
+from devicerl.agents.small.config import SmallAgentOptions
 from devicerl.agents.vlm_config import VLMOptions
 from devicerl.errors import ConfigError
 
@@ -126,7 +127,7 @@ class AgentSpec:
         """Build the policy (imports the heavy libraries only for the kind asked for)."""
         self.validate()
         if self.kind == "small":
-            from devicerl.agents.small import SmallAgent
+            from devicerl.agents.small.agent import SmallAgent
 
             if self.path is not None:
                 return SmallAgent.from_pretrained(
@@ -176,7 +177,7 @@ class AgentSpec:
         if self.kind in ("uniform", "uniform_clickable"):
             # uniform over what the small agent `small` can express (clickable: tapping only
             # elements flagged clickable, privileged DOM information the learners do not get)
-            from devicerl.agents.random import UniformPolicy
+            from devicerl.agents.small.uniform import UniformPolicy
 
             return UniformPolicy(
                 self.small.architecture(self.seed),

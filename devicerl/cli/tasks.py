@@ -71,8 +71,8 @@ def _reach(found: list, agent: str, options: list[str]) -> int:
     import sys
     from pathlib import Path
 
-    from devicerl.agents.small import SmallAgent
-    from devicerl.agents.small_net import SmallAgentConfig
+    from devicerl.agents.small.agent import SmallAgent
+    from devicerl.agents.small.config import SmallAgentConfig
     from devicerl.config import load_config
     from devicerl.errors import ConfigError
     from devicerl.tasks.miniwob_reach import format_reach, reach_rows

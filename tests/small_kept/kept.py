@@ -34,13 +34,13 @@ RAISED = 0.5
 
 
 def _fresh_default() -> Any:
-    from devicerl.agents.config import SmallAgentOptions
+    from devicerl.agents.small.config import SmallAgentOptions
 
     return SmallAgentOptions(d_model=64).architecture(seed=0)
 
 
 def _fresh_all_parts() -> Any:
-    from devicerl.agents.config import SmallAgentOptions
+    from devicerl.agents.small.config import SmallAgentOptions
 
     options = SmallAgentOptions(
         d_model=64,

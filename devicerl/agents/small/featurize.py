@@ -35,11 +35,9 @@ import numpy as np
 import torch
 
 from devicerl.actions import AITW_TYPES, Action, ActionType
-from devicerl.agents.config import ELEM_FEATURES as ELEM_FEATURES  # re-export
-from devicerl.agents.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
-from devicerl.agents.config import INSTR_FEATURES as INSTR_FEATURES  # re-export
-from devicerl.agents.field_labels import element_rows, field_labels, token_rows
-from devicerl.agents.tokenize import HashTokenizer, split_words, stable_hash
+from devicerl.agents.small.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
+from devicerl.agents.small.field_labels import element_rows, field_labels, token_rows
+from devicerl.agents.small.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
 GLOBAL_HISTORY = len(AITW_TYPES) + 5

@@ -14,8 +14,8 @@ and ARIA label come from the element's attributes when the device gives them.
 
 from __future__ import annotations
 
-from devicerl.agents.config import INSTR_FIELD
-from devicerl.agents.tokenize import split_words
+from devicerl.agents.small.config import INSTR_FIELD
+from devicerl.agents.small.tokenize import split_words
 from devicerl.records import UIElement
 
 #: Tokens after a label mention that count as "following" it.

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from devicerl.actions import Action, ActionType
-from devicerl.agents.featurize import ObsMeta, tap_point
-from devicerl.agents.small_net import DRAG, MASKED, POINT, Encoded, HeadLogits, SmallPolicyNet
-from devicerl.agents.small_point import PointChoice, anchor_points, point_choices
-from devicerl.agents.small_text import CharSource, can_write, page_span_text, page_spans
+from devicerl.agents.small.featurize import ObsMeta, tap_point
+from devicerl.agents.small.net import DRAG, MASKED, POINT, Encoded, HeadLogits, SmallPolicyNet
+from devicerl.agents.small.point import PointChoice, anchor_points, point_choices
+from devicerl.agents.small.text import CharSource, can_write, page_span_text, page_spans
 
 _POINT_TOL = 1e-6
 #: An exploration floor: one level for the batch, or one per observation ([B, 1] tensor).

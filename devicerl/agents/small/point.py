@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from devicerl.agents.featurize import ObsMeta
+from devicerl.agents.small.featurize import ObsMeta
 
 #: Two points within this distance (normalised) are the same point.
 POINT_TOL = 1e-6

@@ -2,7 +2,7 @@
 
 Colour, shape and position are what a screen shows and a DOM often does not say (MiniWoB++
 click-color, identify-shape, a canvas to click on): the feature map (stride
-`featurize.PIXEL_STRIDE`) is averaged over each element's box (the featurizer's pooling weights)
+`config.PIXEL_STRIDE`) is averaged over each element's box (the featurizer's pooling weights)
 and over each cell of the agent's coarse screen grid, and added to those tokens. The pooled
 mean colour goes in unchanged beside the learnt channels, so colour is available from the
 first update.
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from devicerl.agents.featurize import PIXEL_STRIDE
+from devicerl.agents.small.config import PIXEL_STRIDE
 
 
 class PixelCNN(nn.Module):

@@ -18,16 +18,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from devicerl.actions import AITW_TYPES, ActionType
-from devicerl.agents.config import SmallAgentConfig
-from devicerl.agents.featurize import (
+from devicerl.agents.small.config import SmallAgentConfig
+from devicerl.agents.small.featurize import (
     GLOBAL_HISTORY,
     INSTR_QUOTED,
     ROLE_BUCKETS,
     FeatureBatch,
 )
-from devicerl.agents.pixels import PixelCNN, pool_cells, pool_elements
-from devicerl.agents.small_point import PointHeads
-from devicerl.agents.small_text import CharDecoder, PageTextHeads
+from devicerl.agents.small.pixels import PixelCNN, pool_cells, pool_elements
+from devicerl.agents.small.point import PointHeads
+from devicerl.agents.small.text import CharDecoder, PageTextHeads
 
 #: Offsets between instruction tokens beyond this share one attention bias (relative positions).
 REL_CLIP = 8

@@ -39,8 +39,9 @@ import torch
 from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.capabilities import ActionKind, small_agent_kinds
-from devicerl.agents.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
-from devicerl.agents.small_heads import (
+from devicerl.agents.small.config import SmallAgentConfig
+from devicerl.agents.small.featurize import FeatureBatch, Featurizer, ObsMeta, tapped_elements
+from devicerl.agents.small.heads import (
     Alternatives,
     Epsilon,
     Extras,
@@ -55,15 +56,14 @@ from devicerl.agents.small_heads import (
     type_target,
     with_floor,
 )
-from devicerl.agents.small_net import (
+from devicerl.agents.small.net import (
     BASIC_GESTURES,
     DRAG,
     GESTURES,
     POINT,
-    SmallAgentConfig,
     SmallPolicyNet,
 )
-from devicerl.agents.small_text import CharSource
+from devicerl.agents.small.text import CharSource
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
 from devicerl.errors import DataError
 from devicerl.records import Observation

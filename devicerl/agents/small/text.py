@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from devicerl.agents.featurize import ObsMeta
+from devicerl.agents.small.featurize import ObsMeta
 
 _FIRST, _LAST = 32, 126  # printable ASCII
 #: Output symbols: 0 ends the text, 1..95 are the printable ASCII characters.
