@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
         "small+reach": (  # every option of docs/agent-actions.md on
             SmallAgent(
-                point_actions=True,
-                page_text=True,
-                free_text=True,
+                heads=("swipes", "points", "page_text", "free_text"),
                 features=FeatureConfig(pixels=True, dom_flags=False),
             ),
             default_threads,

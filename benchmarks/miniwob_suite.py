@@ -402,7 +402,7 @@ def _system(args: argparse.Namespace) -> str:
 
 def _agent_kinds(cfg: Any) -> Any:
     """The action kinds of the configured agent: a saved one's own configuration wins."""
-    from devicerl.agents.capabilities import small_agent_kinds
+    from devicerl.agents.small.parts import small_agent_kinds
 
     if cfg.agent.path:
         from devicerl.agents.small import SmallAgent

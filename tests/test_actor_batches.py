@@ -19,7 +19,7 @@ class CountingAgent(SmallAgent):
     records the ``floor`` each log-prob call asks for."""
 
     def __init__(self) -> None:
-        super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
+        super().__init__(d_model=16, seed=0, allowed_types=("DUAL_POINT",), heads=())
         self.seen: Counter[str] = Counter()
         self.floors: list[bool] = []
 
@@ -70,7 +70,7 @@ def test_loss_floor_sets_which_distribution_the_actor_fits(loss_floor: bool) -> 
 def test_without_the_floor_an_action_the_network_rejects_keeps_its_gradient() -> None:
     # the network learns to tap "amber"; imitating a tap on "plum" then has almost no gradient
     # through the floored log-prob (log(floor / 3) whatever the network), but a full one without
-    agent = SmallAgent(d_model=16, seed=0, allowed_types=("DUAL_POINT",), swipes=False)
+    agent = SmallAgent(d_model=16, seed=0, allowed_types=("DUAL_POINT",), heads=())
     assert agent.config.epsilon > 0
     obs = _page("Tap amber")
     amber, plum = (Action.tap(*(c / 100 for c in e.center)) for e in obs.elements[:2])

@@ -20,8 +20,7 @@ def test_spec_from_yaml_builds_agents_and_pickles(tmp_path) -> None:
     agent = spec.make()
     assert isinstance(agent, SmallAgent) and agent.config.d_model == 64
     assert agent.config.allowed_types == ("DUAL_POINT", "TYPE")
-    assert agent.config.point_actions and agent.config.page_text
-    assert not agent.config.swipes and not agent.config.free_text
+    assert agent.config.heads == ("points", "page_text")
     assert agent.config.features.field_labels and not agent.config.features.pixels
     agent.save(tmp_path / "saved")
     again = make_agent("small", path=str(tmp_path / "saved"))
@@ -45,18 +44,18 @@ def test_bad_specs_fail_in_one_line(tmp_path) -> None:
 
 def test_small_heads_and_inputs_are_lists_of_names(tmp_path) -> None:
     default = AgentSpec().small.architecture()
-    assert default.swipes and not (default.point_actions or default.page_text or default.free_text)
+    assert default.heads == ("swipes",)
     assert not (default.features.pixels or default.features.field_labels)
     spec = load_config(
         AgentSpec, None, ["small.heads=[swipes,points,free_text]", "small.inputs=[pixels]"]
     )
     arch = spec.small.architecture()
-    assert arch.swipes and arch.point_actions and arch.free_text and not arch.page_text
+    assert arch.heads == ("swipes", "points", "free_text")
     assert arch.features.pixels and not arch.features.field_labels
-    assert not load_config(AgentSpec, None, ["small.heads=[]"]).small.architecture().swipes
+    assert load_config(AgentSpec, None, ["small.heads=[]"]).small.architecture().heads == ()
     cfg = tmp_path / "heads.yaml"
     cfg.write_text("small:\n  heads:\n    - page_text\n  inputs: []\n")
-    assert load_config(AgentSpec, cfg).small.architecture().page_text
+    assert load_config(AgentSpec, cfg).small.architecture().heads == ("page_text",)
     for override, match in (
         ("small.heads=[swipes,jump]", r"agent\.small\.heads: 'jump' is not one of swipes, "),
         ("small.inputs=[audio]", r"agent\.small\.inputs: 'audio' is not one of pixels, "),

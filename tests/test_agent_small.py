@@ -9,9 +9,10 @@ from devicerl.actions import Action, ActionType
 from devicerl.agents import require_trainable
 from devicerl.agents.scripted import SyntheticOracle
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.agents.small.config import ELEM_FEATURES, FeatureConfig
+from devicerl.agents.small.columns import ElemColumns, InstrColumns
+from devicerl.agents.small.config import FeatureConfig
+from devicerl.agents.small.encoder import SmallEncoder
 from devicerl.agents.small.featurize import featurize
-from devicerl.agents.small.net import SmallEncoder
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
@@ -60,8 +61,10 @@ def test_featurize_shapes_masks_and_overlap_features() -> None:
     # the instruction names an element's kind: its role, or a prefix of it ("text" -> textbox)
     els = [UIElement("t", "textbox", "", bbox=(0, 0, 50, 20)), UIElement("b", "button", "Go")]
     named = [Observation(i, (100, 100), elements=els) for i in ("Type in the text field", "Go")]
-    assert batch.elem_feats.shape[-1] == ELEM_FEATURES + 1 + 2  # role mention, history
-    col = featurize(named).elem_feats[:, :2, ELEM_FEATURES]
+    cols = ElemColumns.of(FeatureConfig())
+    assert cols.role_mention == 20 and cols.history == slice(21, 23)  # after the base features
+    assert batch.elem_feats.shape[-1] == cols.width == 23
+    col = featurize(named).elem_feats[:, :2, cols.role_mention]
     assert col.tolist() == [[1.0, 0.0], [0.0, 0.0]]
 
 
@@ -97,22 +100,27 @@ def test_log_prob_maps_arbitrary_actions() -> None:
     agent = SmallAgent()
     page = _page()
     meta = featurize([page]).meta[0]
+
+    def path(action: Action):  # the one path an action of the agent's first heads takes
+        targets = agent.targets(meta, action)
+        assert not targets.summed and len(targets.paths) == 1
+        return targets, targets.paths[0][1]
+
     # tap at the button's centre: exact; inside the form only: smallest containing element
-    exact = agent.action_target(meta, Action.tap(155 / 200, 50 / 100))
-    assert exact.exact and exact.elements == [2]
-    inside = agent.action_target(meta, Action.tap(0.05, 0.9))
-    assert not inside.exact and inside.elements == [0] and inside.note == "smallest element"
+    exact, tap = path(Action.tap(155 / 200, 50 / 100))
+    assert exact.exact and tap.elements == [2]
+    inside, tap = path(Action.tap(0.05, 0.9))
+    assert not inside.exact and tap.elements == [0] and inside.note == "smallest element"
     # a word that occurs twice is summed over both spans; a phrase maps to its span
-    blue = agent.action_target(meta, Action.type_text("blue"))
-    assert blue.exact and len(blue.spans) == 2
-    phrase = agent.action_target(meta, Action.type_text("blue sky"))
-    assert phrase.exact and phrase.spans == [(2, 3)]
-    loose = agent.action_target(meta, Action.type_text("  BLUE SKY "))
-    assert not loose.exact and loose.spans == [(2, 3)]
-    none = agent.action_target(meta, Action.type_text("zebra"))
-    assert none.spans == []
-    swipe = agent.action_target(meta, Action.swipe(0.2, 0.9, 0.25, 0.1))
-    assert swipe.gesture == 1 and not swipe.exact  # "up", not the agent's own geometry
+    blue, span = path(Action.type_text("blue"))
+    assert blue.exact and len(span.spans) == 2
+    phrase, span = path(Action.type_text("blue sky"))
+    assert phrase.exact and span.spans == [(2, 3)]
+    loose, span = path(Action.type_text("  BLUE SKY "))
+    assert not loose.exact and span.spans == [(2, 3)]
+    assert path(Action.type_text("zebra"))[1].spans == []
+    swipe, up = path(Action.swipe(0.2, 0.9, 0.25, 0.1))
+    assert up.option == "up" and not swipe.exact  # not the agent's own geometry
     actions = [
         Action.tap(0.05, 0.9),
         Action.type_text("zebra"),
@@ -220,8 +228,7 @@ def test_behaviour_cloning_learns_tap_and_type_in_seconds(positions) -> None:
 
 
 def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None:
-    from devicerl.agents.small.heads import with_floor
-    from devicerl.agents.small.net import MASKED
+    from devicerl.agents.small.heads.base import MASKED, with_floor
 
     logits = torch.tensor([[8.0, 0.0, MASKED, -2.0], [0.0, MASKED, MASKED, MASKED]])
     log_p = torch.log_softmax(logits, -1)
@@ -235,18 +242,19 @@ def test_exploration_floor_mixes_a_uniform_choice_over_allowed_options() -> None
 
 def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
     from devicerl.agents.small.agent import MAX_EPSILON
+    from devicerl.agents.small.heads.tap import Tap
 
     agent = SmallAgent(
-        d_model=32, n_layers=1, epsilon=0.0, seed=3, allowed_types=("DUAL_POINT",), swipes=False
+        d_model=32, n_layers=1, epsilon=0.0, seed=3, allowed_types=("DUAL_POINT",), heads=()
     )
     page = _page()
     n_elems = len(page.elements)
-    lp = agent.head_log_probs(agent.featurize([page, page]), agent._epsilons([0.0, 0.9]))
-    p_elem = lp.element.exp()
+    element = agent.forward(agent.featurize([page, page]), agent._epsilons([0.0, 0.9])).of(Tap)
+    p_elem = element.exp()
     assert torch.allclose(p_elem.sum(-1), torch.ones(2), atol=1e-5)
     assert (p_elem[1] >= 0.9 / n_elems - 1e-6).all()  # the asked floor, on that row only
-    plain = agent.head_log_probs(agent.featurize([page]))
-    assert torch.allclose(lp.element[0], plain.element[0])  # other rows keep the config's floor
+    plain = agent.forward(agent.featurize([page])).of(Tap)
+    assert torch.allclose(element[0], plain[0])  # other rows keep the config's floor
     assert agent._epsilons(None) == 0.0  # nobody asked: one level, no tensor
     levels = agent._epsilons([5.0, 0.0])
     assert MAX_EPSILON == 0.95
@@ -265,35 +273,46 @@ def test_a_collector_can_raise_the_exploration_floor_per_observation() -> None:
 
 def test_history_features_read_the_episodes_earlier_actions() -> None:
     from devicerl.actions import AITW_TYPES
-    from devicerl.agents.small.config import INSTR_FEATURES
+    from devicerl.agents.small.columns import HistoryColumns
+    from devicerl.agents.small.featurize import Featurizer
     from devicerl.records import with_previous_actions
 
     cfg = FeatureConfig(history=True, role_mention=False)
+    ic, ec, hc = InstrColumns.of(cfg), ElemColumns.of(cfg), HistoryColumns.of(AITW_TYPES)
+    assert ic.history == slice(7, 9) and ec.history == slice(20, 22) and hc.no_action == 7
     page = _page()
     tap_box = Action.tap(0.3, 0.2)  # the text box's centre
     typed = with_previous_actions(page, [tap_box, Action.type_text("blue sky"), tap_box])
     fresh, seen = featurize([page, typed], cfg), featurize([typed], cfg)
     assert fresh.history is not None and seen.history is not None
-    assert fresh.instr_feats.shape[-1] == INSTR_FEATURES + 2
-    assert fresh.elem_feats.shape[-1] == ELEM_FEATURES + 2
+    assert fresh.instr_feats.shape[-1] == ic.width and fresh.elem_feats.shape[-1] == ec.width
     assert torch.equal(fresh.elem_feats[1], seen.elem_feats[0])
     # no earlier action: nothing marked, the "no action yet" flag set
-    assert fresh.instr_feats[0, :, INSTR_FEATURES:].abs().sum() == 0
-    assert fresh.elem_feats[0, :, ELEM_FEATURES:].abs().sum() == 0
-    assert fresh.history[0, len(AITW_TYPES)] == 1.0
+    assert fresh.instr_feats[0, :, ic.history].abs().sum() == 0
+    assert fresh.elem_feats[0, :, ec.history].abs().sum() == 0
+    assert fresh.history[0, hc.no_action] == 1.0
     # the box was tapped twice (last action included), the form around it not
-    box = fresh.elem_feats[1, 1, ELEM_FEATURES:].tolist()
-    assert box == pytest.approx([1.0, 2 / 3]) and fresh.elem_feats[1, 0, ELEM_FEATURES:].sum() == 0
+    box = fresh.elem_feats[1, 1, ec.history].tolist()
+    assert box == pytest.approx([1.0, 2 / 3]) and fresh.elem_feats[1, 0, ec.history].sum() == 0
     # "blue sky" was typed earlier (not by the last action): only the tokens of that phrase are
     # marked, not the later lone "blue"
     words = [page.instruction[a:b] for a, b in fresh.meta[1].token_spans]
-    marked = [w for w, f in zip(words, fresh.instr_feats[1, : len(words), INSTR_FEATURES + 1]) if f]
-    assert marked == ["blue", "sky"]
-    assert fresh.instr_feats[1, :, INSTR_FEATURES].sum() == 0
+    earlier = fresh.instr_feats[1, : len(words), ic.history.start + 1]
+    assert [w for w, f in zip(words, earlier) if f] == ["blue", "sky"]
+    assert fresh.instr_feats[1, :, ic.history.start].sum() == 0
     g = fresh.history[1].tolist()
-    assert g[AITW_TYPES.index(ActionType.DUAL_POINT)] == 1.0 and g[len(AITW_TYPES)] == 0.0
-    assert g[len(AITW_TYPES) + 1] == pytest.approx(0.3)  # three actions so far
-    assert g[len(AITW_TYPES) + 3] == pytest.approx(1 / 3)  # one TYPE
+    assert g[hc.last_type][AITW_TYPES.index(ActionType.DUAL_POINT)] == 1.0
+    assert g[hc.no_action] == 0.0
+    assert g[hc.count] == pytest.approx(0.3)  # three actions so far
+    assert g[hc.typed] == pytest.approx(1 / 3)  # one TYPE
+    # the last-action columns are the type head's classes; another type (one the head lacks,
+    # an invalid action) sets none of them, and is no "no action" either
+    two = (ActionType.DUAL_POINT, ActionType.TYPE)
+    for last in (Action.enter(), Action.invalid("junk", "unparsable")):
+        other = Featurizer(cfg, types=two)([with_previous_actions(page, [tap_box, last])])
+        assert other.history is not None and other.history.shape == (1, 2 + 5)
+        row = other.history[0].tolist()
+        assert row[:2] == [0.0, 0.0] and row[HistoryColumns.of(two).no_action] == 0.0
 
 
 def test_history_agent_sees_the_same_input_when_acting_and_learning() -> None:
@@ -321,12 +340,12 @@ def test_uniform_baseline_draws_every_gesture_the_agent_can_express(point_action
     from devicerl.agents.small.config import SmallAgentConfig
     from devicerl.agents.small.uniform import UniformPolicy
 
-    cfg = SmallAgentConfig(swipes=True, point_actions=point_actions)
+    cfg = SmallAgentConfig(heads=("swipes", "points") if point_actions else ("swipes",))
     policy = UniformPolicy(cfg, seed=0)
     actions = [a.action for _ in range(100) for a in policy.act([_page()])]
     taps = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch == a.lift]
     swipes = [a for a in actions if a.type is ActionType.DUAL_POINT and a.touch != a.lift]
-    from devicerl.agents.small.agent import swipe_action
+    from devicerl.agents.small.heads.swipes import swipe_action
 
     fixed = {swipe_action(d) for d in ("up", "down", "left", "right")}
     assert taps and swipes and any(a.type is ActionType.TYPE for a in actions)

@@ -13,10 +13,12 @@ import torch
 from devicerl.actions import Action, ActionType
 from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
+from devicerl.agents.small.columns import ElemColumns
 from devicerl.agents.small.config import FeatureConfig
-from devicerl.agents.small.featurize import ELEM_DOM_FLAGS, featurize
-from devicerl.agents.small.heads import points_of
-from devicerl.agents.small.net import DRAG, POINT, QUIET_LOGIT
+from devicerl.agents.small.featurize import featurize
+from devicerl.agents.small.heads.base import QUIET_LOGIT
+from devicerl.agents.small.heads.points import Points
+from devicerl.agents.small.heads.tap import Tap
 from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
@@ -30,14 +32,15 @@ def _one_torch_thread():
     torch.set_num_threads(n)
 
 
+ALL_HEADS = ("swipes", "points", "page_text", "free_text")
+
+
 def _reach(**kw) -> SmallAgent:
     features = kw.pop("features", FeatureConfig(pixels=True, pixel_size=(48, 64), dom_flags=False))
     return SmallAgent(
         d_model=48,
         n_layers=1,
-        point_actions=True,
-        page_text=True,
-        free_text=True,
+        heads=kw.pop("heads", ALL_HEADS),
         grid=(4, 4),
         offsets=3,
         features=features,
@@ -101,51 +104,57 @@ def test_every_path_is_sampled_and_scores_the_same_when_recomputed() -> None:
     ]
 
 
+def _points(agent: SmallAgent) -> Points:
+    return next(h for h in agent.parts.heads if isinstance(h, Points))
+
+
 def test_an_action_sums_over_every_path_that_gives_it() -> None:
     agent = _reach(seed=3)
     page = _page()
     batch = agent.featurize([page])
     meta = batch.meta[0]
-    lp = agent.head_log_probs(batch)
+    fwd = agent.forward(batch)
+    points = _points(agent)
+
+    def paths(action: Action):
+        targets = agent.targets(meta, action)
+        return targets, {p.option: p for _, p in targets.paths}
+
     # the element's centre is also the centre offset of its own box and of grid cell 0
     centre = Action.tap(25 / 200, 12.5 / 100)
-    tg = agent.action_target(meta, centre)
-    alt = tg.alternatives
-    assert tg.exact and alt.elements == [0] and alt.swipe is None
+    tg, by = paths(centre)
+    assert tg.exact and tg.summed and set(by) == {"tap", "point", "drag"}  # no swipe
+    assert by["tap"].elements == [0]
     cell, elem = 0, 16  # anchors: 16 grid cells, then the elements
-    assert sorted(alt.points) == [(cell, 4), (elem, 4)]
-    assert sorted(alt.drag_touch) == sorted(alt.drag_lift) == [(cell, 4), (elem, 4)]
-    pts = points_of(meta, agent.module)
+    assert sorted(by["point"].touch) == [(cell, 4), (elem, 4)]
+    assert sorted(by["drag"].touch) == sorted(by["drag"].lift) == [(cell, 4), (elem, 4)]
+    pts = points.anchor_points(meta)
     assert np.allclose(pts[cell, 4], pts[elem, 4]) and np.allclose(pts[cell, 4], centre.touch)
     # by hand: tap on the element + a point tap via either anchor + a drag that does not move
-    xy = torch.tensor([centre.touch])
-    lift_logits, lift_offsets = agent.module.lift(lp.enc, xy)
-    t = agent.temperature
-    lift = torch.log_softmax(lift_logits / t, -1)
-    lift = torch.logaddexp(
-        lift[0, cell] + torch.log_softmax(lift_offsets[0, cell] / t, -1)[4],
-        lift[0, elem] + torch.log_softmax(lift_offsets[0, elem] / t, -1)[4],
-    )
-    point = torch.logaddexp(lp.point[0, cell, 4], lp.point[0, elem, 4])
-    by_hand = lp.type[0, 0] + torch.stack(
-        [lp.gesture[0, 0] + lp.element[0, 0], lp.gesture[0, POINT] + point,
-         lp.gesture[0, DRAG] + point + lift]
-    ).logsumexp(0)  # fmt: skip
+    lift = points.lift(fwd.x, [0], torch.tensor([centre.touch]))[0]
+    lift = torch.logaddexp(lift[cell, 4], lift[elem, 4])
+    touch = fwd.of(Points)
+    point = torch.logaddexp(touch[0, cell, 4], touch[0, elem, 4])
+    gesture = fwd.routers[ActionType.DUAL_POINT].log_p[0]
+    assert agent.parts.routers[ActionType.DUAL_POINT].index(points, "drag") == 6
+    by_hand = fwd.types[0, 0] + torch.stack(
+        [gesture[0] + fwd.of(Tap)[0, 0], gesture[5] + point, gesture[6] + point + lift]
+    ).logsumexp(0)
     got = agent.log_prob([page], [centre])[0]
     assert torch.allclose(got, by_hand, atol=1e-5)
     # typed text: every source that writes it exactly
-    both = agent.action_target(meta, Action.type_text("blue sky")).alternatives
-    assert both.spans and both.free == "blue sky" and not both.page
-    page_text = agent.action_target(meta, Action.type_text("42 apples")).alternatives
-    assert page_text.page == [(0, 2, 3)] and page_text.free == "42 apples" and not page_text.spans
-    upper = agent.action_target(meta, Action.type_text("BLUE SKY"))
-    assert upper.exact and upper.alternatives.free == "BLUE SKY" and not upper.alternatives.spans
+    _, both = paths(Action.type_text("blue sky"))
+    assert set(both) == {"instruction", "free"} and both["free"].text == "blue sky"
+    _, page_text = paths(Action.type_text("42 apples"))
+    assert set(page_text) == {"page", "free"} and page_text["page"].spans == [(0, 2, 3)]
+    upper, by = paths(Action.type_text("BLUE SKY"))
+    assert upper.exact and set(by) == {"free"}
     # what no path writes: a character outside the vocabulary that the instruction lacks
-    odd = agent.action_target(meta, Action.type_text("ünïcode"))
-    assert not odd.exact and odd.alternatives.free is None
+    odd, by = paths(Action.type_text("ünïcode"))
+    assert not odd.exact and "free" not in by
     # another agent's tap between our points: the nearest point, flagged
-    near = agent.action_target(meta, Action.tap(0.301, 0.777))
-    assert not near.exact and near.note == "nearest point" and len(near.alternatives.points) == 1
+    near, by = paths(Action.tap(0.301, 0.777))
+    assert not near.exact and near.note == "nearest point" and len(by["point"].touch) == 1
     foreign = [Action.type_text("ünïcode"), Action.tap(0.301, 0.777), Action.swipe(0, 0, 1, 0.9)]
     lps = agent.log_prob([page] * 3, foreign)
     assert torch.isfinite(lps).all()
@@ -165,20 +174,23 @@ def test_save_load_round_trip_and_agents_saved_before_the_new_paths(tmp_path) ->
     loaded = SmallAgent.from_pretrained(tmp_path / "reach")
     assert loaded.config == agent.config
     assert torch.allclose(loaded.log_prob(obs, actions), agent.log_prob(obs, actions))
-    # an agent saved before these options existed: its config has none of their keys
+    # an agent saved in format 1 before these options existed: no format_version, no list of
+    # heads (fixed swipes on when unset), none of their keys
     old = SmallAgent(d_model=32, n_layers=1, features=FeatureConfig(buckets=512))
     old.save(tmp_path / "old")
     meta = json.loads((tmp_path / "old" / "small_agent.json").read_text())
-    for key in ("point_actions", "grid", "offsets", "page_text", "free_text", "max_chars"):
+    assert meta["format_version"] == 2 and meta["config"]["heads"] == ["swipes"]
+    del meta["format_version"]
+    for key in ("heads", "type_classes", "grid", "offsets", "max_chars"):
         del meta["config"][key]
     for key in ("dom_flags", "pixels", "pixel_size", "elem_words"):
         del meta["config"]["features"][key]
     (tmp_path / "old" / "small_agent.json").write_text(json.dumps(meta))
     back = SmallAgent.from_pretrained(tmp_path / "old")
-    assert back.config == old.config and not back.config.point_actions
+    assert back.config == old.config and back.config.heads == ("swipes",)
     assert torch.allclose(back.log_prob(obs, actions), old.log_prob(obs, actions))
     # weights of another architecture: one clear line
-    wider = SmallAgent(d_model=32, n_layers=1, point_actions=True, features=old.config.features)
+    wider = SmallAgent(d_model=32, n_layers=1, heads=ALL_HEADS[:2], features=old.config.features)
     with pytest.raises(DataError, match="fit this agent") as err:
         wider.load(tmp_path / "old")
     assert "\n" not in str(err.value)
@@ -189,9 +201,9 @@ def test_action_kinds_say_what_the_options_add() -> None:
     new = {ActionKind.POINT, ActionKind.DRAG, ActionKind.TYPE_PAGE, ActionKind.TYPE_COMPUTED}
     assert not default & (new | {ActionKind.PIXELS})
     assert _reach().action_kinds >= new | {ActionKind.PIXELS, ActionKind.SCROLL}
-    page_only = SmallAgent(d_model=32, n_layers=1, page_text=True).action_kinds
+    page_only = SmallAgent(d_model=32, n_layers=1, heads=("swipes", "page_text")).action_kinds
     assert ActionKind.TYPE_PAGE in page_only and ActionKind.TYPE_COMPUTED not in page_only
-    taps = _reach(allowed_types=("DUAL_POINT",), swipes=False).action_kinds
+    taps = _reach(allowed_types=("DUAL_POINT",), heads=ALL_HEADS[1:]).action_kinds
     assert taps == {ActionKind.TAP, ActionKind.SELECT, ActionKind.POINT, ActionKind.DRAG,
                     ActionKind.SCROLL, ActionKind.PIXELS}  # fmt: skip
 
@@ -199,8 +211,9 @@ def test_action_kinds_say_what_the_options_add() -> None:
 def test_dom_flags_off_and_pixel_features() -> None:
     page = _page()
     on, off = featurize([page]), featurize([page], FeatureConfig(dom_flags=False))
-    assert on.elem_feats[0, :3, ELEM_DOM_FLAGS].sum() > 0
-    assert off.elem_feats[0, :, ELEM_DOM_FLAGS].abs().sum() == 0
+    flags = ElemColumns.of(FeatureConfig()).dom_flags
+    assert on.elem_feats[0, :3, flags].sum() > 0
+    assert off.elem_feats[0, :, flags].abs().sum() == 0
     cfg = FeatureConfig(pixels=True, pixel_size=(48, 64))
     batch = featurize([page], cfg)
     assert batch.pixels.shape == (1, 3, 64, 48) and batch.elem_pool.shape == (1, 3, 16 * 12)
@@ -239,14 +252,14 @@ def test_a_drag_between_coloured_squares_is_learnt_from_pixels() -> None:
     """Behaviour cloning on drags (touch one square, lift on the other): learnable only through
     the pixel features, the touch pointers and the lift pointers together."""
     agent = SmallAgent(
-        d_model=48, n_layers=1, d_ff=96, point_actions=True, swipes=False, grid=(4, 4),
+        d_model=48, n_layers=1, d_ff=96, heads=("points",), grid=(4, 4),
         offsets=3, allowed_types=("DUAL_POINT",), epsilon=0.0,
         features=FeatureConfig(pixels=True, pixel_size=(32, 32), history=False),
     )  # fmt: skip
     agent.featurizer.enable_cache()  # as learners do: each screenshot is downscaled once
 
     def nearest(obs: Observation, box) -> tuple[float, float]:
-        pts = points_of(agent.featurize([obs]).meta[0], agent.module).reshape(-1, 2) * 160
+        pts = _points(agent).anchor_points(agent.featurize([obs]).meta[0]).reshape(-1, 2) * 160
         d = (pts[:, 0] - (box[0] + box[2]) / 2) ** 2 + (pts[:, 1] - (box[1] + box[3]) / 2) ** 2
         return tuple(float(v) / 160 for v in pts[int(d.argmin())])
 
@@ -292,7 +305,8 @@ def test_free_text_learns_a_case_change_the_instruction_does_not_contain() -> No
         return Observation(f'Type "{word}" in capitals', (100, 100)), word.upper()
 
     agent = SmallAgent(
-        d_model=48, n_layers=1, d_ff=96, free_text=True, allowed_types=("TYPE",), epsilon=0.0,
+        d_model=48, n_layers=1, d_ff=96, heads=("swipes", "free_text"), allowed_types=("TYPE",),
+        epsilon=0.0,
         features=FeatureConfig(history=False),
     )  # fmt: skip
     agent.featurizer.enable_cache()
@@ -395,8 +409,7 @@ def test_a_grown_agent_first_acts_as_the_saved_one(tmp_path) -> None:
         params.data.mul_(4.0)
     config = dataclasses.replace(
         base.config,
-        page_text=True,
-        free_text=True,
+        heads=(*base.config.heads, "page_text", "free_text"),
         allowed_types=("DUAL_POINT", "TYPE", "PRESS_ENTER"),
     )
     plain, grown = SmallAgent(config), SmallAgent(config)
@@ -429,7 +442,7 @@ def test_gated_cells_leave_a_grown_agents_states_as_they_were(tmp_path) -> None:
         params.data.mul_(3.0)
     base.save(tmp_path)
     obs = _observations()
-    grow = {"point_actions": True, "grid": (4, 4), "offsets": 3}
+    grow = {"heads": ("swipes", "points"), "grid": (4, 4), "offsets": 3}
     grow["features"] = dataclasses.replace(features, pixels=True)
     agents = {}
     for mode in ("shared", "gated"):

@@ -112,7 +112,7 @@ def test_the_start_row_evaluates_the_saved_agent_untrained(tmp_path) -> None:
     from devicerl.agents.small import SmallAgent
     from devicerl.agents.small.config import SmallAgentConfig
 
-    saved = SmallAgent(SmallAgentConfig(allowed_types=("DUAL_POINT", "TYPE"), swipes=False, seed=3))
+    saved = SmallAgent(SmallAgentConfig(allowed_types=("DUAL_POINT", "TYPE"), heads=(), seed=3))
     saved.save(tmp_path / "agent")
     kw = dict(
         systems=("start",),

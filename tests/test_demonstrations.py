@@ -21,7 +21,7 @@ def test_login_demonstrations_are_stored_and_expressible(tmp_path):
     assert len(trajs) == 2
     lo, hi = SEED_RANGES["train"]
     agent = SmallAgent(
-        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), swipes=False)
+        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), heads=())
     )
     for t in trajs:
         assert t.success and lo <= t.seed < hi and t.extras["demonstration"] == "scripted"

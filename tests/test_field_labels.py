@@ -8,7 +8,8 @@ import torch
 
 from devicerl.actions import Action
 from devicerl.agents.small import SmallAgent
-from devicerl.agents.small.config import ELEM_FIELD, INSTR_FIELD, FeatureConfig
+from devicerl.agents.small.columns import ELEM_FIELD, INSTR_FIELD
+from devicerl.agents.small.config import FeatureConfig
 from devicerl.agents.small.featurize import featurize
 from devicerl.agents.small.field_labels import field_labels, mentions, token_rows
 from devicerl.agents.small.tokenize import split_words

@@ -10,8 +10,9 @@ from pathlib import Path
 import miniwob_suite as ms  # benchmarks/ (see conftest.py)
 import pytest
 
-from devicerl.agents.capabilities import ActionKind, small_agent_kinds
+from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.small.config import SmallAgentConfig, SmallAgentOptions
+from devicerl.agents.small.parts import small_agent_kinds
 from devicerl.config import load_config
 from devicerl.errors import ConfigError
 from devicerl.tasks import resolve

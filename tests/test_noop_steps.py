@@ -51,14 +51,14 @@ def test_a_step_is_a_noop_when_the_next_screen_is_the_same() -> None:
 
 def _p_type_first(skip: bool, wins: list[Trajectory]) -> tuple[float, dict[str, float]]:
     torch.manual_seed(0)
-    agent = SmallAgent(d_model=32, seed=1, allowed_types=("DUAL_POINT", "TYPE"), swipes=False)
+    agent = SmallAgent(d_model=32, seed=1, allowed_types=("DUAL_POINT", "TYPE"), heads=())
     actor = ActorConfig(lr=3e-3, updates=40, batch_size=8)
     selection = ["top_p_by_return", "skip_noops"] if skip else ["top_p_by_return"]
     config = FilteredBCConfig(selection=selection, top_p=1.0)  # type: ignore[arg-type]
     metrics = FilteredBC(agent, config, actor, seed=0).update(wins)
     firsts = [t.steps[0].observation for t in wins]
     with torch.no_grad():
-        p_type = agent.head_log_probs(agent.featurize(firsts)).type.exp()
+        p_type = agent.forward(agent.featurize(firsts)).types.exp()
     return float(p_type[:, AITW_TYPES.index(ActionType.TYPE)].mean()), metrics
 
 

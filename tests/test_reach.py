@@ -39,7 +39,7 @@ def test_agent_kinds_come_from_its_config():
     default = SmallAgent().action_kinds
     assert {ActionKind.TAP, ActionKind.SCROLL, ActionKind.TYPE_INSTRUCTION} <= default
     assert not default & {ActionKind.DRAG, ActionKind.POINT, ActionKind.PIXELS}
-    taps_only = SmallAgent(allowed_types=("DUAL_POINT",), swipes=False).action_kinds
+    taps_only = SmallAgent(allowed_types=("DUAL_POINT",), heads=()).action_kinds
     assert taps_only == {ActionKind.TAP, ActionKind.SELECT}
     rows = {r.task: r for r in reach_rows(["miniwob/enter-text", "drag-box"], taps_only)}
     assert rows["enter-text"].missing == (ActionKind.TYPE_INSTRUCTION,)
@@ -59,13 +59,15 @@ def test_cli_reach_report(tmp_path):
     assert by_task["drag-box"].split()[1] == "no" and "drag*" in by_task["drag-box"]
     assert by_task["draw-circle"].split()[1] == "outside"
     assert lines[-1].startswith("agent reaches ") and f"/{len(NEEDS)} tasks" in lines[-1]
-    full = io.StringIO()
-    options = ["point_actions=true", "page_text=true", "free_text=true", "features.pixels=true"]
-    with redirect_stdout(full):
-        argv = ["tasks", "--reach", "miniwob", *(f"--agent-set={o}" for o in options)]
-        assert cli_main(argv) == 0
     reach = len(NEEDS) - len(OUTSIDE)
-    assert full.getvalue().splitlines()[-1].startswith(f"agent reaches {reach}/{len(NEEDS)} ")
+    switches = ["point_actions=true", "page_text=true", "free_text=true"]  # an older layout
+    for heads in (["heads=[points,page_text,free_text]"], switches):
+        full = io.StringIO()
+        with redirect_stdout(full):
+            options = [*heads, "features.pixels=true"]
+            argv = ["tasks", "--reach", "miniwob", *(f"--agent-set={o}" for o in options)]
+            assert cli_main(argv) == 0
+        assert full.getvalue().splitlines()[-1].startswith(f"agent reaches {reach}/{len(NEEDS)} ")
     with redirect_stdout(io.StringIO()):
         assert cli_main(["tasks", "--reach", "miniwob", "--agent", str(tmp_path)]) == 2
         assert cli_main(["tasks", "--reach", "miniwob", "--agent-set", "no_such=1"]) == 2

@@ -38,7 +38,7 @@ def test_an_older_run_config_loads_with_the_same_meaning(tmp_path) -> None:
     assert cfg.rollouts.actor_options()["num_cpus"] == 0.25 and cfg.gigpo.gamma == 0.9
     assert cfg.learner.num_workers == 2 and cfg.judge.chat.model == "m"
     arch = cfg.agent.small.architecture()
-    assert not arch.swipes and arch.point_actions and arch.features.pixels
+    assert arch.heads == ("points",) and arch.features.pixels
 
 
 def test_w_and_b_stays_on_for_a_run_that_had_it() -> None:

@@ -46,7 +46,7 @@ def test_the_suites_list_every_page():
 
 def test_every_plan_solves_its_page_with_actions_the_agent_expresses(env):
     agent = SmallAgent(
-        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), swipes=False)
+        SmallAgentConfig(allowed_types=(ActionType.DUAL_POINT, ActionType.TYPE), heads=())
     )
     for name in FAMILIES:
         for seed in (0, 1, 2):
@@ -79,7 +79,7 @@ def test_every_reach_plan_solves_its_page_with_actions_the_reach_agent_expresses
                 seen = [t.agent_observation(i, s.observation) for i, s in enumerate(t.steps)]
                 metas = agent.featurize(seen).meta
                 for meta, s in zip(metas, t.steps, strict=True):
-                    target = agent.action_target(meta, s.action)
+                    target = agent.targets(meta, s.action)
                     assert target.exact, (name, seed, s.action, target.note)
                     a = s.action
                     kinds.add("drag" if a.is_swipe else a.type.value if not a.is_tap else "tap")
@@ -218,4 +218,4 @@ def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, caps
                 "eval.episodes_per_task=1", *small]) == 0  # fmt: skip
     agent = SmallAgent.from_pretrained(pre / "agent")
     assert agent.version == 2
-    assert agent.config.allowed_types == ("DUAL_POINT", "TYPE") and not agent.config.swipes
+    assert agent.config.allowed_types == ("DUAL_POINT", "TYPE") and agent.config.heads == ()

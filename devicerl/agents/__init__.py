@@ -27,7 +27,7 @@ from devicerl.agents.random import RandomPolicy
 _LAZY = {
     "SmallAgent": "devicerl.agents.small",
     "SmallAgentConfig": "devicerl.agents.small.config",
-    "SmallEncoder": "devicerl.agents.small.net",
+    "SmallEncoder": "devicerl.agents.small.encoder",
     "Featurizer": "devicerl.agents.small.featurize",
     "FeatureConfig": "devicerl.agents.small.config",
     "featurize": "devicerl.agents.small.featurize",

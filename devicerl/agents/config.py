@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from devicerl.agents.small.config import HEAD_SWITCHES, heads_from_switches
 from devicerl.config import drop_retired
 from devicerl.errors import ConfigError
 
@@ -91,15 +92,9 @@ RETIRED_AUTOUI: dict[str, Any] = {
 }
 #: Run options older run configs saved under ``agent.vlm``, with the value the code now uses.
 RETIRED_VLM: dict[str, Any] = {"output_format": "json", "train_vision": False}
-#: The switches older run configs saved under ``agent.small``: name -> (list, its entry).
-SMALL_SWITCHES: dict[str, tuple[str, str]] = {
-    "swipes": ("heads", "swipes"),
-    "point_actions": ("heads", "points"),
-    "page_text": ("heads", "page_text"),
-    "free_text": ("heads", "free_text"),
-    "pixels": ("inputs", "pixels"),
-    "field_labels": ("inputs", "field_labels"),
-}
+#: The input switches older run configs saved under ``agent.small``: name -> the input (those
+#: of its heads are `devicerl.agents.small.config.HEAD_SWITCHES`).
+INPUT_SWITCHES: dict[str, str] = {"pixels": "pixels", "field_labels": "field_labels"}
 
 
 def _hoist_settings(out: dict[str, Any]) -> None:
@@ -134,13 +129,10 @@ def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(small, Mapping):
         small = dict(small)
         drop_retired(small, RETIRED_SMALL, "agent.small.")
-        if any(k in small for k in SMALL_SWITCHES):  # an older layout (swipes were on unset)
-            lists: dict[str, list[str]] = {"heads": [], "inputs": []}
-            for key, (target, name) in SMALL_SWITCHES.items():
-                if small.pop(key, key == "swipes"):
-                    lists[target].append(name)
-            small.setdefault("heads", lists["heads"])
-            small.setdefault("inputs", lists["inputs"])
+        if any(k in small for k in (*HEAD_SWITCHES, *INPUT_SWITCHES)):  # an older layout
+            inputs = [name for key, name in INPUT_SWITCHES.items() if small.pop(key, False)]
+            small = heads_from_switches({"swipes": small.pop("swipes", True), **small})
+            small.setdefault("inputs", inputs)
         out["small"] = small
     autoui = out.get("autoui")
     if isinstance(autoui, Mapping):

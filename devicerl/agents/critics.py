@@ -22,8 +22,8 @@ import torch
 from torch import nn
 
 from devicerl.agents.small.config import FeatureConfig, SmallAgentConfig
+from devicerl.agents.small.encoder import SmallEncoder
 from devicerl.agents.small.featurize import Featurizer
-from devicerl.agents.small.net import SmallEncoder
 from devicerl.records import Observation
 
 

@@ -38,7 +38,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="with --reach and --agent small: a small-agent option (repeatable), e.g. "
-        "--agent-set point_actions=true --agent-set features.pixels=true",
+        "--agent-set 'heads=[points]' --agent-set features.pixels=true (the older switches, "
+        "e.g. point_actions=true, still read)",
     )
     p.set_defaults(func=run)
 
@@ -72,8 +73,8 @@ def _reach(found: list, agent: str, options: list[str]) -> int:
     from pathlib import Path
 
     from devicerl.agents.small.agent import SmallAgent
-    from devicerl.agents.small.config import SmallAgentConfig
-    from devicerl.config import load_config
+    from devicerl.agents.small.config import SmallAgentConfig, heads_from_switches
+    from devicerl.config import apply_overrides, from_dict
     from devicerl.errors import ConfigError
     from devicerl.tasks.miniwob_reach import format_reach, reach_rows
 
@@ -90,7 +91,8 @@ def _reach(found: list, agent: str, options: list[str]) -> int:
     if agent != "small" and options:
         return fail("--agent-set applies to --agent small only")
     try:
-        config = load_config(SmallAgentConfig, None, options)
+        data = heads_from_switches(apply_overrides({}, options))
+        config = from_dict(SmallAgentConfig, data)
     except (ConfigError, ValueError, TypeError) as e:
         return fail(f"--agent-set: {e}")
     policy = SmallAgent(config) if agent == "small" else SmallAgent.from_pretrained(agent)

@@ -8,19 +8,14 @@ with its weights), its `FeatureConfig`, and `SmallAgentOptions` (the run options
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from devicerl.actions import ActionType
+from devicerl.actions import AITW_TYPES, ActionType
+from devicerl.agents.small.columns import ElemColumns, InstrColumns
+from devicerl.agents.small.registry import HEADS
 from devicerl.errors import ConfigError
 
-INSTR_FEATURES = 7
-ELEM_FEATURES = 20
-#: Extra columns (appended) with ``history`` on: per token, per element, and global ones.
-INSTR_HISTORY, ELEM_HISTORY = 2, 2
-#: Extra columns (appended last) with ``field_labels`` on (`devicerl.agents.small.field_labels`).
-INSTR_FIELD, ELEM_FIELD = 2, 2
 #: The pixel CNN downsamples by this factor (the element pooling masks are on its output grid).
 PIXEL_STRIDE = 4
 
@@ -81,20 +76,11 @@ class FeatureConfig:
 
     @property
     def instr_features(self) -> int:
-        return (
-            INSTR_FEATURES
-            + (INSTR_HISTORY if self.history else 0)
-            + (INSTR_FIELD if self.field_labels else 0)
-        )
+        return InstrColumns.of(self).width
 
     @property
     def elem_features(self) -> int:
-        return (
-            ELEM_FEATURES
-            + int(self.role_mention)
-            + (ELEM_HISTORY if self.history else 0)
-            + (ELEM_FIELD if self.field_labels else 0)
-        )
+        return ElemColumns.of(self).width
 
     def __post_init__(self) -> None:
         if self.screenshot_size is not None:
@@ -119,7 +105,16 @@ class SmallAgentConfig:
     d_ff: int = _opt(256, "feed-forward width", min=1)
     dropout: float = _opt(0.0, "dropout rate", min=0, lt=1)
     max_span: int = _opt(12, "longest typed span, in instruction tokens", min=1)
-    swipes: bool = _opt(True, "allow swipes (up, down, left, right from the screen centre)")
+    heads: tuple[str, ...] = _opt(
+        ("swipes",),
+        "the action heads beyond taps on elements and typed instruction spans, by name (see "
+        "devicerl.agents.small.registry; kept in the registry's order)",
+    )
+    type_classes: tuple[str, ...] = _opt(
+        tuple(t.value for t in AITW_TYPES),
+        "the action types the type head chooses among, in the order of its outputs (AitW's "
+        "seven); the featurizer's last-action columns follow it",
+    )
     allowed_types: tuple[str, ...] | None = _opt(
         None,
         "action types the agent may choose (ActionType names, e.g. [DUAL_POINT, TYPE]); null: all",
@@ -138,28 +133,18 @@ class SmallAgentConfig:
     )
     seed: int = _opt(0, "seed of the initial weights", min=0)
     features: FeatureConfig = field(default_factory=FeatureConfig)
-    # Options beyond element taps and instruction spans (docs/agent-actions.md); all off by
-    # default, so agents saved before them load with them off.
-    point_actions: bool = _opt(
-        False,
-        "taps at any point and drags from any point to any point: an anchor (a grid cell or an "
-        "element's box), then one of offsets x offsets positions inside it",
-    )
+    # Settings of the heads beyond element taps and instruction spans (docs/agent-actions.md).
     grid: tuple[int, int] = _opt(
         (8, 8), "(columns, rows) of the coarse screen grid of point anchors and pixel cells"
     )
     offsets: int = _opt(4, "positions per side inside an anchor", min=1)
     cell_attention: Literal["shared", "gated"] = _opt(
         "shared",
-        "how the grid cells (point_actions, pixels) join the encoder. shared: they are tokens "
+        "how the grid cells (points, pixels) join the encoder. shared: they are tokens "
         "of its transformer like any other; gated: the cells read every token but the others "
         "read the cells only through a cross-attention whose output starts at zero, so cells "
         "added to a saved agent (agent.init_from) leave its states as they were until training "
         "opens the gate",
-    )
-    page_text: bool = _opt(False, "type spans of an element's text (page text)")
-    free_text: bool = _opt(
-        False, "type any text with a character decoder that copies instruction characters"
     )
     max_chars: int = _opt(24, "longest text the character decoder writes", min=1)
 
@@ -173,10 +158,18 @@ class SmallAgentConfig:
             raise ValueError(
                 f"cell_attention {self.cell_attention!r}: expected 'shared' or 'gated'"
             )
-        if self.page_text and not self.features.elem_words:
-            self.features = dataclasses.replace(self.features, elem_words=12)
+        unknown = [h for h in self.heads if h not in HEADS]
+        if unknown:
+            raise ValueError(f"heads: {unknown[0]!r} is not one of {', '.join(HEADS)}")
+        self.heads = tuple(h for h in HEADS if h in self.heads)
+        self.type_classes = _type_names(self.type_classes, "type_classes")
+        if len(set(self.type_classes)) < len(self.type_classes):
+            raise ValueError(f"type_classes {list(self.type_classes)}: a type is listed twice")
         if self.allowed_types is not None:
-            self.allowed_types = tuple(ActionType(t).value for t in self.allowed_types)
+            self.allowed_types = _type_names(self.allowed_types, "allowed_types")
+            outside = [t for t in self.allowed_types if t not in self.type_classes]
+            if outside:
+                raise ValueError(f"allowed_types: {outside[0]} is not one of type_classes")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if self.temperature <= 0:
@@ -187,21 +180,39 @@ class SmallAgentConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @property
-    def n_cells(self) -> int:
-        """Grid cells the encoder adds as tokens (0 when nothing uses them)."""
-        return self.grid[0] * self.grid[1] if self.point_actions or self.features.pixels else 0
+
+def _type_names(names: Any, key: str) -> tuple[str, ...]:
+    """Action type names as `ActionType` values (a name that is none: a one-line error)."""
+    out = []
+    for name in names:
+        try:
+            out.append(ActionType(name).value)
+        except ValueError:
+            raise ValueError(f"{key}: {name!r} is not an action type") from None
+    return tuple(out)
 
 
-#: The action heads a run may add to the small agent (``agent.small.heads``), beyond taps on
-#: elements and typed instruction spans, which it always has: name -> what the head does.
-SMALL_HEADS: dict[str, str] = {
-    "swipes": "four fixed swipes (up, down, left, right) from the screen centre",
-    "points": "taps at any point and drags from any point to any point",
-    "page_text": "typed spans of an element's text",
-    "free_text": "typed text of any kind, from a character decoder that copies instruction "
-    "characters",
+#: The switches of the heads older configs saved (run options and saved agents alike):
+#: switch -> the head it turned on. Swipes were on when unset.
+HEAD_SWITCHES: dict[str, str] = {
+    "swipes": "swipes",
+    "point_actions": "points",
+    "page_text": "page_text",
+    "free_text": "free_text",
 }
+
+
+def heads_from_switches(data: dict[str, Any]) -> dict[str, Any]:
+    """An older config's mapping with its head switches as a ``heads`` list (``data`` itself
+    when it has none; a ``heads`` it already has is kept)."""
+    if not any(k in data for k in HEAD_SWITCHES):
+        return data
+    out = dict(data)
+    heads = [head for key, head in HEAD_SWITCHES.items() if out.pop(key, key == "swipes")]
+    out.setdefault("heads", heads)
+    return out
+
+
 #: The optional inputs of the small agent (``agent.small.inputs``): name -> what it adds.
 SMALL_INPUTS: dict[str, str] = {
     "pixels": "per-element and per-grid-cell features of the screenshot from a small CNN "
@@ -231,7 +242,7 @@ class SmallAgentOptions:
         _names_help(
             "action heads beyond taps on elements and typed instruction spans (e.g. "
             "[points, page_text]; []: none)",
-            SMALL_HEADS,
+            {name: entry.help for name, entry in HEADS.items()},
         ),
     )
     inputs: tuple[str, ...] = _opt(
@@ -257,7 +268,7 @@ class SmallAgentOptions:
             if t not in ActionType.__members__ and t not in {a.value for a in ActionType}:
                 raise ConfigError(f"agent.small.allowed_types: {t!r} is not an action type")
         for key, names, known in (
-            ("heads", self.heads, SMALL_HEADS),
+            ("heads", self.heads, HEADS),
             ("inputs", self.inputs, SMALL_INPUTS),
         ):
             for name in names:
@@ -276,10 +287,7 @@ class SmallAgentOptions:
             d_model=self.d_model,
             d_ff=2 * self.d_model,
             allowed_types=self.allowed_types,
-            swipes="swipes" in self.heads,
-            point_actions="points" in self.heads,
-            page_text="page_text" in self.heads,
-            free_text="free_text" in self.heads,
+            heads=self.heads,
             cell_attention=self.cell_attention,
             epsilon=self.epsilon,
             seed=seed,

@@ -12,7 +12,8 @@ With ``history`` on, the episode's earlier actions (``Observation.previous_actio
 the collector for agents whose ``uses_history`` is true) add features: per element, whether the
 last action tapped it and how often earlier actions did; per instruction token, whether the
 last / an earlier action typed it; and a global row (the last action's type, how many actions
-so far, whether the last action repeated the one before, how many TYPE actions so far). An
+so far, whether the last action repeated the one before, how many TYPE actions so far; an
+earlier action of a type the type head does not choose among sets no type column). An
 agent without them sees the same input after a no-op action (e.g. typing with no text box
 focused) and, decoding greedily, repeats that action until the step budget runs out.
 
@@ -20,7 +21,8 @@ focused) and, decoding greedily, repeats that action until the step budget runs 
 actions: the character span of each kept instruction token and the tap point of each kept
 element. When a page has more than ``max_elements`` elements, the interactive or labelled ones
 are kept first (then page order); the choice depends only on the observation, so `act` and
-`log_prob` always see the same elements.
+`log_prob` always see the same elements. Where each feature sits in a row is
+`devicerl.agents.small.columns`.
 """
 
 from __future__ import annotations
@@ -35,23 +37,19 @@ import numpy as np
 import torch
 
 from devicerl.actions import AITW_TYPES, Action, ActionType
-from devicerl.agents.small.config import ELEM_HISTORY, INSTR_HISTORY, PIXEL_STRIDE, FeatureConfig
+from devicerl.agents.small.columns import (
+    ELEM_HISTORY,
+    INSTR_HISTORY,
+    ElemColumns,
+    HistoryColumns,
+    InstrColumns,
+)
+from devicerl.agents.small.config import PIXEL_STRIDE, FeatureConfig
 from devicerl.agents.small.field_labels import element_rows, field_labels, token_rows
 from devicerl.agents.small.tokenize import HashTokenizer, split_words, stable_hash
 from devicerl.records import Observation, UIElement
 
-GLOBAL_HISTORY = len(AITW_TYPES) + 5
 _POINT_TOL = 1e-6
-#: Columns holding instruction/element overlap (zeroed when ``overlap_features`` is off).
-INSTR_OVERLAP = slice(0, 2)
-#: Column of the "inside quotes" instruction feature.
-INSTR_QUOTED = 5
-#: Column of the token's relative position in the instruction (zeroed unless positions are
-#: ``absolute``).
-INSTR_POSITION = 6
-ELEM_OVERLAP = slice(15, 20)
-#: Columns of the DOM flags (clickable, focused, editable), zeroed when ``dom_flags`` is off.
-ELEM_DOM_FLAGS = slice(9, 12)
 ROLE_BUCKETS = 256
 
 
@@ -81,7 +79,7 @@ class FeatureBatch:
     elem_mask: torch.Tensor  # [B, Le] bool
     screenshot: torch.Tensor | None  # [B, 3, H, W] float in [0, 1]
     meta: list[ObsMeta] = field(default_factory=list)
-    history: torch.Tensor | None = None  # [B, GLOBAL_HISTORY] with ``history`` on
+    history: torch.Tensor | None = None  # [B, HistoryColumns.width] with ``history`` on
     pixels: torch.Tensor | None = None  # [B, 3, H, W] in [0, 1] with ``pixels`` on
     #: [B, Le, H/4 * W/4]: each element's share of the CNN output cells (rows sum to 1)
     elem_pool: torch.Tensor | None = None
@@ -204,9 +202,11 @@ def _typed_field(prev: list[Action], meta: ObsMeta, dom_flags: bool) -> int | No
     return next((i for i in hit if meta.elements[i].editable), None)
 
 
-def _history_features(obs: Observation, prev: list[Action], tokens, meta: ObsMeta):
+def _history_features(
+    obs: Observation, prev: list[Action], tokens, meta: ObsMeta, types: tuple[ActionType, ...]
+):
     """(per-token rows, per-element rows, global row) of the history features, from the
-    episode's earlier actions `prev`."""
+    episode's earlier actions `prev`; the global row's type columns are ``types``."""
     n_tok, n_el = len(tokens), len(meta.elements)
     tok_rows = [[0.0] * INSTR_HISTORY for _ in range(n_tok)]
     el_rows = [[0.0] * ELEM_HISTORY for _ in range(n_el)]
@@ -228,16 +228,17 @@ def _history_features(obs: Observation, prev: list[Action], tokens, meta: ObsMet
                     el_rows[i][0] = 1.0
     for i, t in enumerate(taps):
         el_rows[i][1] = min(t, 3) / 3
-    glob = [0.0] * GLOBAL_HISTORY
+    cols = HistoryColumns.of(types)
+    glob = [0.0] * cols.width
     last_action = prev[-1] if prev else None
     if last_action is None:
-        glob[len(AITW_TYPES)] = 1.0
-    elif last_action.type in AITW_TYPES:
-        glob[AITW_TYPES.index(last_action.type)] = 1.0
-    glob[len(AITW_TYPES) + 1] = min(len(prev), 10) / 10
-    glob[len(AITW_TYPES) + 2] = float(len(prev) >= 2 and prev[-1] == prev[-2])
-    glob[len(AITW_TYPES) + 3] = min(n_typed, 3) / 3
-    glob[len(AITW_TYPES) + 4] = float(last_action is not None and last_action.is_swipe)
+        glob[cols.no_action] = 1.0
+    elif last_action.type in types:  # another type: none of the type columns
+        glob[cols.last_type.start + types.index(last_action.type)] = 1.0
+    glob[cols.count] = min(len(prev), 10) / 10
+    glob[cols.repeated] = float(len(prev) >= 2 and prev[-1] == prev[-2])
+    glob[cols.typed] = min(n_typed, 3) / 3
+    glob[cols.swiped] = float(last_action is not None and last_action.is_swipe)
     return tok_rows, el_rows, glob
 
 
@@ -301,10 +302,19 @@ def _instr_features(obs: Observation, tokens, elements: list[UIElement]) -> list
 
 
 class Featurizer:
-    """Turns observations into a `FeatureBatch` (see the module doc)."""
+    """Turns observations into a `FeatureBatch` (see the module doc). ``types``: the classes of
+    the type head, in order (the history row's last-action columns)."""
 
-    def __init__(self, config: FeatureConfig | None = None, cache: bool = False) -> None:
+    def __init__(
+        self,
+        config: FeatureConfig | None = None,
+        cache: bool = False,
+        types: tuple[ActionType, ...] = AITW_TYPES,
+    ) -> None:
         self.config = config or FeatureConfig()
+        self.types = types
+        self.instr_columns = InstrColumns.of(self.config)
+        self.elem_columns = ElemColumns.of(self.config)
         self.tokenizer = HashTokenizer(self.config.buckets, 3, self.config.pieces_per_word)
         #: With ``cache``, per-observation rows are kept while the observation lives (learners
         #: featurize the same replay observations many times; acting never repeats one).
@@ -359,13 +369,14 @@ class Featurizer:
                 elem_role[i, :m] = r["roles"]
                 elem_feats[i, :m] = r["el_feats"]
                 elem_mask[i, :m] = True
+        ic, ec = self.instr_columns, self.elem_columns
         if not cfg.overlap_features:
-            instr_feats[:, :, INSTR_OVERLAP] = 0.0
-            elem_feats[:, :, ELEM_OVERLAP] = 0.0
+            instr_feats[:, :, ic.overlap] = 0.0
+            elem_feats[:, :, ec.overlap] = 0.0
         if cfg.instr_positions != "absolute":
-            instr_feats[:, :, INSTR_POSITION] = 0.0
+            instr_feats[:, :, ic.position] = 0.0
         if not cfg.dom_flags:
-            elem_feats[:, :, ELEM_DOM_FLAGS] = 0.0
+            elem_feats[:, :, ec.dom_flags] = 0.0
         batch = FeatureBatch(
             torch.from_numpy(instr_ids),
             torch.from_numpy(instr_feats),
@@ -463,7 +474,7 @@ class Featurizer:
             ]
         prev = list(obs.previous_actions) if cfg.history or cfg.field_labels else []
         if cfg.history:
-            tok_h, el_h, row["history"] = _history_features(obs, prev, tokens, meta)
+            tok_h, el_h, row["history"] = _history_features(obs, prev, tokens, meta, self.types)
             row["tok_feats"] = [a + b for a, b in zip(row["tok_feats"], tok_h)]
             row["el_feats"] = [a + b for a, b in zip(row["el_feats"], el_h)]
         if cfg.field_labels:

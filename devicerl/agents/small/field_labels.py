@@ -14,7 +14,7 @@ and ARIA label come from the element's attributes when the device gives them.
 
 from __future__ import annotations
 
-from devicerl.agents.small.config import INSTR_FIELD
+from devicerl.agents.small.columns import INSTR_FIELD
 from devicerl.agents.small.tokenize import split_words
 from devicerl.records import UIElement
 

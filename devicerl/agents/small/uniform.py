@@ -6,12 +6,13 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from devicerl.actions import AITW_TYPES, Action, ActionType
+from devicerl.actions import Action, ActionType
 from devicerl.agents.base import ActionSample, Policy
-from devicerl.agents.small.agent import span_text, swipe_action
 from devicerl.agents.small.config import SmallAgentConfig
 from devicerl.agents.small.featurize import Featurizer
-from devicerl.agents.small.net import BASIC_GESTURES, GESTURES
+from devicerl.agents.small.heads.points import Points
+from devicerl.agents.small.heads.span import span_text
+from devicerl.agents.small.heads.swipes import Swipes, swipe_action
 from devicerl.records import Observation
 
 
@@ -32,11 +33,14 @@ class UniformPolicy(Policy):
         self.rng = random.Random(seed)
         self.clickable_only = clickable_only
         self.featurizer = Featurizer(self.config.features)
+        self.swipes = Swipes.name in self.config.heads
+        self.points = Points.name in self.config.heads
 
     def _types(self, meta: Any) -> list[ActionType]:
         allowed = self.config.allowed_types
-        types = [t for t in AITW_TYPES if allowed is None or t.value in allowed]
-        gestures_anywhere = self.config.swipes or self.config.point_actions
+        classes = [ActionType(t) for t in self.config.type_classes]
+        types = [t for t in classes if allowed is None or t.value in allowed]
+        gestures_anywhere = self.swipes or self.points
         no_tap = not (meta.elements or gestures_anywhere)
         return [
             t
@@ -52,8 +56,8 @@ class UniformPolicy(Policy):
         kind = self.rng.choice(types)
         if kind is ActionType.DUAL_POINT:
             gestures = ["tap"] if meta.elements else []
-            gestures += GESTURES[1:BASIC_GESTURES] if self.config.swipes else []
-            gestures += GESTURES[BASIC_GESTURES:] if self.config.point_actions else []
+            gestures += list(Swipes.options) if self.swipes else []
+            gestures += list(Points.options) if self.points else []
             gesture = self.rng.choice(gestures)
             if gesture == "point":  # a tap anywhere
                 return Action.tap(self.rng.random(), self.rng.random())

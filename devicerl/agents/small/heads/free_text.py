@@ -1,29 +1,30 @@
-"""Typed text beyond instruction spans for the small agent.
+"""Typed text of any kind (``agent.small.heads: [free_text]``): a character decoder (a GRU)
+with copy, for text that appears nowhere verbatim (a case change, a sum).
 
-- Page text (`page_text`): a span of an element's text words: an element pointer, then start
-  and end pointers over its first ``elem_words`` words (MiniWoB++ read-table: type what a cell
-  says).
-- Free text (`free_text`): a character decoder (a GRU) with copy, for text that appears nowhere
-  verbatim (a case change, a sum). At each step it mixes writing a character from a small
-  vocabulary (printable ASCII) with copying one of the instruction's characters (attention over
-  them, each known by itself, its place in its word and its word's state; the decoder is fed
-  what it attended to last, so it can walk through a word), and the vocabulary distribution
-  also reads the attended characters, so "copy this letter in upper case" is learnable. The
-  probability of a character is the sum over every way to produce it (generated, or copied
-  from any position holding it), so the log-prob of a text is exact and does not depend on
-  how it was produced; a text ends with an end symbol, or at ``max_chars`` characters.
+At each step it mixes writing a character from a small vocabulary (printable ASCII) with
+copying one of the instruction's characters (attention over them, each known by itself, its
+place in its word and its word's state; the decoder is fed what it attended to last, so it can
+walk through a word), and the vocabulary distribution also reads the attended characters, so
+"copy this letter in upper case" is learnable. The probability of a character is the sum over
+every way to produce it (generated, or copied from any position holding it), so the log-prob of
+a text is exact and does not depend on how it was produced; a text ends with an end symbol, or
+at ``max_chars`` characters. The decoder runs only on the rows that write (or score) a text.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from devicerl.actions import Action, ActionType
+from devicerl.agents.capabilities import ActionKind
 from devicerl.agents.small.featurize import ObsMeta
+from devicerl.agents.small.heads.base import Head, Inputs, Target
 
 _FIRST, _LAST = 32, 126  # printable ASCII
 #: Output symbols: 0 ends the text, 1..95 are the printable ASCII characters.
@@ -47,63 +48,6 @@ def can_write(text: str, source: str, max_chars: int) -> bool:
     in the vocabulary or copyable from ``source``)."""
     src = set(source[:MAX_SOURCE])
     return 0 < len(text) <= max_chars and all(char_id(c) != UNK or c in src for c in text)
-
-
-def page_span_text(meta: ObsMeta, element: int, start: int, end: int) -> str:
-    words = meta.elem_words[element]
-    return meta.elements[element].text[words[start][0] : words[end][1]]
-
-
-def page_spans(meta: ObsMeta, text: str, max_span: int) -> list[tuple[int, int, int]]:
-    """The (element, start word, end word) spans whose text is exactly ``text``."""
-    out = []
-    for e, words in enumerate(meta.elem_words):
-        for s in range(len(words)):
-            for t in range(s, min(len(words), s + max_span)):
-                if page_span_text(meta, e, s, t) == text:
-                    out.append((e, s, t))
-    return out
-
-
-class PageTextHeads(nn.Module):
-    """Element, start-word and end-word pointers over the elements' text words."""
-
-    def __init__(self, d: int, words: int, max_span: int) -> None:
-        super().__init__()
-        self.max_span = max_span
-        self.word_pos = nn.Parameter(torch.zeros(words, d))
-        self.from_elem = nn.Linear(d, d)
-        self.elem_query, self.elem_key = nn.Linear(d, d), nn.Linear(d, d)
-        self.elem_score = nn.Linear(d, 1)
-        self.start_query, self.start_key = nn.Linear(d, d), nn.Linear(d, d)
-        self.start_score = nn.Linear(d, 1)
-        self.end_query, self.end_key = nn.Linear(d, d), nn.Linear(d, d)
-        self.end_score = nn.Linear(d, 1)
-
-    def forward(
-        self,
-        g: torch.Tensor,
-        elems: torch.Tensor,
-        word_bags: torch.Tensor,
-        word_mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """g [B, d], elems [B, Le, d], word_bags [B, Le, W, d], word_mask [B, Le, W] -> masked
-        logits: element [B, Le], start [B, Le, W], end [B, Le, W, W]."""
-        scale = 1.0 / math.sqrt(g.shape[-1])
-        w = word_bags.shape[2]
-        words = word_bags + self.word_pos[:w] + self.from_elem(elems).unsqueeze(2)
-        has_words = word_mask.any(-1)
-        elem = torch.einsum("bd,bed->be", self.elem_query(g), self.elem_key(elems)) * scale
-        elem = (elem + self.elem_score(elems).squeeze(-1)).masked_fill(~has_words, _MASKED)
-        start = torch.einsum("bd,bewd->bew", self.start_query(g), self.start_key(words)) * scale
-        start = (start + self.start_score(words).squeeze(-1)).masked_fill(~word_mask, _MASKED)
-        end = torch.einsum("besd,betd->best", self.end_query(words), self.end_key(words)) * scale
-        end = end + self.end_score(words).squeeze(-1).unsqueeze(2)
-        idx = torch.arange(w, device=g.device)
-        offset = idx.view(1, -1) - idx.view(-1, 1)
-        ok = (offset >= 0) & (offset < self.max_span)
-        ok = ok.view(1, 1, w, w) & word_mask.unsqueeze(2)
-        return elem, start, end.masked_fill(~ok, _MASKED)
 
 
 class CharSource:
@@ -262,3 +206,64 @@ class CharDecoder(nn.Module):
                 break
             prev = torch.tensor(nxt, device=g.device)
         return out
+
+
+@dataclass
+class FreeTarget(Target):
+    text: str
+
+
+class FreeText(Head):
+    """The character decoder's text (see the module doc)."""
+
+    name = "free_text"
+    action_type = ActionType.TYPE
+    options = ("free",)
+    #: it also writes any page or instruction text
+    kinds = frozenset({ActionKind.TYPE_COMPUTED, ActionKind.TYPE_PAGE})
+
+    def build(self, host: nn.Module) -> None:
+        self.chars = self.attach(host, "chars", CharDecoder(self.cfg.d_model, self.cfg.max_chars))
+
+    def available(self, x: Inputs) -> torch.Tensor:
+        return x.enc.instr_mask.new_ones(x.enc.instr_mask.shape[0], 1)
+
+    def forward(self, x: Inputs) -> None:
+        return None  # the decoder runs on the rows that write or score a text
+
+    def _memory(self, x: Inputs) -> tuple[CharSource, torch.Tensor]:
+        src = CharSource(x.metas, x.enc.global_state.device)
+        return src, self.chars.memory(x.enc.instr, src)
+
+    def sample(self, x: Inputs, dist, chosen, draw, early) -> dict[int, str]:
+        rows = chosen.rows(self, "free")
+        if not rows:
+            return {}
+        src, mem = self._memory(x)
+        g, t = x.enc.global_state, x.temperature
+        texts = self.chars.sample(g, mem, src, rows, t, draw.generator, draw.greedy)
+        return dict(zip(rows, texts))
+
+    def action(self, meta: ObsMeta, option: str, drawn: dict[int, str], b: int):
+        return Action.type_text(drawn[b]), {}
+
+    def paths(self, meta: ObsMeta, action: Action) -> list[FreeTarget]:
+        if action.type is not ActionType.TYPE:
+            return []
+        if not can_write(action.text, meta.instruction, self.cfg.max_chars):
+            return []
+        return [FreeTarget("free", action.text)]
+
+    def prepare(self, x: Inputs, dist, wanted) -> dict[int, torch.Tensor]:
+        """The decoder's log-probs of the texts to score, batched."""
+        frees = [(b, t.text) for b, t in wanted if isinstance(t, FreeTarget)]
+        if not frees:
+            return {}
+        src, mem = self._memory(x)
+        rows = [b for b, _ in frees]
+        g, texts = x.enc.global_state, [t for _, t in frees]
+        out = self.chars.log_prob(g, mem, src, rows, texts, x.temperature)
+        return {b: out[i] for i, b in enumerate(rows)}
+
+    def extend(self, dist, ready: dict[int, torch.Tensor], b: int, target, prior):
+        return prior + ready[b]
