@@ -103,7 +103,6 @@ def benchmark_of(task_name: str) -> Benchmark:
     key = task_name.split("/", 1)[1].split(".", 1)[0]
     if key not in BENCHMARKS:
         raise ConfigError(
-            f"unknown BrowserGym benchmark {key!r} in {task_name!r}; known: "
-            f"{', '.join(BENCHMARKS)}"
+            f"unknown BrowserGym benchmark {key!r} in {task_name!r}; known: {', '.join(BENCHMARKS)}"
         )
     return BENCHMARKS[key]

@@ -15,6 +15,7 @@ the goal as the instruction. Reward, termination and BrowserGym's task info pass
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -53,10 +54,8 @@ class BrowserGymDevice:
 
         out = {}
         for name in ("browsergym-core", "browsergym-miniwob", "playwright", "numpy", "gymnasium"):
-            try:
+            with contextlib.suppress(PackageNotFoundError):
                 out[name] = version(name)
-            except PackageNotFoundError:
-                pass
         return out
 
     def _make(self, task):

@@ -41,7 +41,7 @@ def _unknown(kind: str, d: dict[str, Any], known: frozenset[str]) -> None:
 
 
 def _typed(kind: str, name: str, value: Any, types: type | tuple[type, ...]) -> Any:
-    if not isinstance(value, types) or isinstance(value, bool) and bool not in _as_tuple(types):
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
         want = "/".join(t.__name__ for t in _as_tuple(types))
         raise ProtocolError(f"{kind} field {name!r} is a {type(value).__name__}, not {want}")
     return value

@@ -79,6 +79,8 @@ def _extract_blobs(value, blobs):
         ref = {"__blob__": [sum(len(b) for b in blobs), len(data)]}
         blobs.append(data)
         return ref
+    if getattr(value, "ndim", None) == 0 and callable(getattr(value, "item", None)):
+        return value.item()  # a numpy scalar
     if hasattr(value, "__array_interface__") and hasattr(value, "tobytes"):
         data = value.tobytes()  # C order
         ref = {"__blob__": [sum(len(b) for b in blobs), len(data)]}
@@ -86,8 +88,6 @@ def _extract_blobs(value, blobs):
         ref["dtype"] = str(value.dtype)
         blobs.append(data)
         return ref
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return value.item()
     return value
 
 
