@@ -17,6 +17,7 @@ from devicerl.tasks.registry import (
     register_suite,
     resolve,
     splits,
+    suite_needs,
     suite_tasks,
     suites,
 )
@@ -33,7 +34,11 @@ register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
 register_suite("webskills-reach", "devicerl.tasks.webskills:webskills_reach_tasks")
-register_suite("browsergym", "devicerl.tasks.browsergym:browsergym_tasks")
+register_suite(
+    "browsergym",
+    "devicerl.tasks.browsergym:browsergym_tasks",
+    needs="devicerl.tasks.browsergym:browsergym_needs",
+)
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(
     "miniwob-dev",
@@ -87,6 +92,7 @@ __all__ = [
     "register_suite",
     "resolve",
     "splits",
+    "suite_needs",
     "suite_tasks",
     "suites",
 ]

@@ -103,6 +103,30 @@ def browsergym_tasks() -> list[Task]:
     return tasks
 
 
+def browsergym_needs() -> list[str]:
+    """What BrowserGym tasks need (`devicerl tasks`): the environment, then per benchmark its
+    package and servers, and whether they are set here."""
+    from devicerl.envs.browsergym.env import REQUIREMENTS
+    from devicerl.envs.foreign.venv import find_env
+
+    python = find_env(REQUIREMENTS)
+    lines = [
+        f"BrowserGym's own environment: {python}"
+        if python
+        else "BrowserGym's own environment: not built (`devicerl env browsergym`)"
+    ]
+    counts = {"miniwob": len(AGENTLAB_TASKS), "openended": 1, "webarena": 812}
+    counts["visualwebarena"] = 910
+    for bench in BENCHMARKS.values():
+        missing = bench.missing()
+        state = f"missing {', '.join(missing)}" if missing else "variables set"
+        if not bench.variables:
+            state = "nothing to set"
+        listed = f"{counts[bench.name]} tasks" if bench.name in counts else "run by name"
+        lines.append(f"{bench.name} ({listed}, {bench.max_steps} steps): {bench.needs()} [{state}]")
+    return lines
+
+
 def miniwob_url() -> str:
     """``MINIWOB_URL`` for BrowserGym: the package's task pages, as a ``file://`` folder URL."""
     return (html_dir() / "miniwob").as_uri() + "/"
