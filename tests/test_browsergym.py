@@ -218,3 +218,47 @@ def test_without_its_environment_the_device_says_how_to_make_it(tmp_path, monkey
     monkeypatch.setenv("DEVICERL_ENV_CACHE", str(tmp_path))
     with pytest.raises(ConfigError, match="`devicerl env browsergym`"):
         make("browsergym/miniwob.click-test")
+
+
+# -- the command line and the benchmark's parts -------------------------------------------------
+def test_devicerl_tasks_says_what_browsergym_needs_and_env_prints_the_interpreter(
+    python, capsys, monkeypatch
+) -> None:
+    from _holes import cli
+
+    monkeypatch.delenv("WA_MAP", raising=False)
+    r = cli(capsys, "tasks")
+    assert r.code == 0 and "  browsergym - needs:" in r.out
+    assert f"BrowserGym's own environment: {python}" in r.out
+    assert "miniwob (125 tasks, 10 steps): package browsergym-miniwob" in r.out
+    webarena = next(line for line in r.out.splitlines() if "webarena (812 tasks" in line)
+    assert "missing" in webarena and "WA_MAP" in webarena
+    r = cli(capsys, "env", "browsergym")
+    assert r.code == 0 and r.out.strip() == python and "browsergym-core==0.14.3" in r.err
+    assert cli(capsys, "env", "nope").one_line().startswith("devicerl env: error: argument name")
+
+
+def test_the_benchmark_evaluates_agentlabs_instances_and_scores_unreached_tasks_zero(
+    monkeypatch,
+) -> None:
+    import agentlab_miniwob as am  # benchmarks/ (see conftest.py)
+    import miniwob_suite
+
+    from devicerl.agents.capabilities import ActionKind
+
+    names = ["browsergym/miniwob.click-test", "browsergym/miniwob.choose-list"]
+    instances = am._instances(names, 10)
+    assert [(i.task.name, i.seed) for i in instances[:5]] == [
+        (names[0], s) for s in agentlab_seeds()[names[0]]
+    ]
+    assert len(instances) == 10 and {i.task.max_steps for i in instances} == {10}
+    sampler = am.FixedInstances(instances)
+    assert [sampler.next() for _ in range(11)][-1] is None
+
+    # every kind of action (the real `_agent_kinds` reads the configured agent's heads)
+    monkeypatch.setattr(miniwob_suite, "_agent_kinds", lambda cfg: set(ActionKind))
+    ok, why = am.reachable(names, None)
+    assert ok == names[:1] and "<select>" in why[names[1]]
+    scored = am.score({"per_task": {names[0]: {"successes": 4, "episodes": 5}}}, names)
+    assert scored["mean"] == 0.4 and scored["episodes"] == 10
+    assert scored["per_task"][names[1]] == {"successes": 0, "episodes": 0}
