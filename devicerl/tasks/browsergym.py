@@ -24,7 +24,6 @@ from pathlib import Path
 
 from devicerl.envs.browsergym.benchmarks import BENCHMARKS
 from devicerl.records import Task
-from devicerl.tasks.miniwob import html_dir
 
 #: AgentLab's MiniWoB++ train split (``browsergym_split == "train"``).
 AGENTLAB_TRAIN: tuple[str, ...] = (
@@ -129,12 +128,16 @@ def browsergym_needs() -> list[str]:
 
 def miniwob_url() -> str:
     """``MINIWOB_URL`` for BrowserGym: the package's task pages, as a ``file://`` folder URL."""
+    from devicerl.tasks.miniwob import html_dir
+
     return (html_dir() / "miniwob").as_uri() + "/"
 
 
 def html_hashes(root: Path | None = None) -> dict[str, str]:
     """sha256 of every file of the MiniWoB++ pages BrowserGym loads (the package's ``html``
     folder: ``miniwob/``, ``core/``, ``common/``), by path relative to it."""
+    from devicerl.tasks.miniwob import html_dir
+
     root = root or html_dir()
     out = {}
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
