@@ -210,6 +210,18 @@ def test_a_benchmark_without_its_servers_is_refused_in_one_line(python, monkeypa
         assert "\n" not in str(e.value)
         with pytest.raises(TaskError, match=r"needs params task_kwargs\.start_url"):
             env.reset("browsergym/openended", seed=0)
+        for name in (
+            "SHOPPING",
+            "SHOPPING_ADMIN",
+            "REDDIT",
+            "GITLAB",
+            "WIKIPEDIA",
+            "MAP",
+            "HOMEPAGE",
+        ):
+            monkeypatch.setenv(f"WA_{name}", "http://127.0.0.1:9")
+        with pytest.raises(ConfigError, match=r"webarena\.3 needs its package .*webarena"):
+            env.reset("browsergym/webarena.3", seed=0)  # not installed over there
     finally:
         env.close()
 

@@ -77,10 +77,11 @@ class BrowserGymEnv(ForeignEnv):
         chromium: str | None = None,
         miniwob_url: str | None = None,
     ) -> None:
-        self.browsergym = BrowserGymOptions(python, chromium, miniwob_url)
+        opts = BrowserGymOptions(python, chromium, miniwob_url)
         register_secret(*_SECRETS)
-        options = {"chromium": find_chromium(chromium), "miniwob_url": miniwob_url}
-        super().__init__(task, python=browsergym_python(python), device=REMOTE, options=options)
+        remote = {"chromium": find_chromium(opts.chromium), "miniwob_url": opts.miniwob_url}
+        super().__init__(task, python=browsergym_python(opts.python), device=REMOTE, options=remote)
+        self.browsergym = opts
         self._code = NOOP
         #: The episode's first page (where ``home`` goes).
         self.start_url = ""

@@ -31,6 +31,10 @@ _EDITABLE_ROLES = frozenset(("textbox", "searchbox", "combobox", "spinbutton"))
 _STATES = ("checked", "selected", "expanded", "disabled", "required", "pressed", "readonly")
 
 
+class ConfigError(Exception):
+    """Named like the protocol's: the host reads it as a configuration error (no restart)."""
+
+
 def _jsonable(value):
     return json.loads(json.dumps(value, default=str))
 
@@ -66,7 +70,12 @@ class BrowserGymDevice:
         gym_id = task["name"]
         benchmark = gym_id.split("/", 1)[1].split(".", 1)[0]
         if benchmark != "openended":
-            importlib.import_module(f"browsergym.{benchmark}")  # registers its tasks
+            try:
+                importlib.import_module(f"browsergym.{benchmark}")  # registers its tasks
+            except ImportError as e:
+                raise ConfigError(
+                    f"{gym_id} needs its package in BrowserGym's environment ({e})"
+                ) from None
         subsets = list(params["action_subsets"])
         kwargs = params.get("task_kwargs") or {}
         key = json.dumps([gym_id, subsets, kwargs], sort_keys=True)
