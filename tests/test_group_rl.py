@@ -27,8 +27,8 @@ from devicerl.algos.selection import EpisodeAdvantages
 from devicerl.config import load_config
 from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
 from devicerl.runtime.acting.planning import MAX_RETRIES, EpisodePlanner
+from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.loop.task_groups import GroupBuffer
-from devicerl.runtime.loop.trainer import Trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
@@ -219,7 +219,7 @@ def _train(folder: str, *overrides: str) -> tuple[dict, RunDir]:
     cfg = load_config(TrainConfig, None, [*FAST, *overrides])
     run = RunDir(folder)
     run.create().save_config(cfg)
-    return Trainer(cfg, run).run(), run
+    return make_trainer(cfg, run).run(), run
 
 
 @pytest.mark.slow

@@ -36,7 +36,7 @@ POLICY = {
 
 def _add(pop: Population, cfg: TrainConfig, name: str, spec) -> None:
     """A league member as the league observer adds one: its own learner config and seed."""
-    pop.add(name, spec.agent.make(), member_config(cfg, name, spec), spec.agent.make)
+    pop.add_member(name, spec.agent.make(), member_config(cfg, name, spec), spec.agent.make)
 
 
 def _learners(shards: int, names=("a", "b")) -> tuple[Population, TrainConfig]:
@@ -53,7 +53,7 @@ def _learners(shards: int, names=("a", "b")) -> tuple[Population, TrainConfig]:
 def _feed(pop: Population, data, names=("a", "b")) -> None:
     for name in names:
         for t in data:
-            added = pop.route(dataclasses.replace(t, plan=EpisodePlan(policy=name)))
+            added = pop.route(dataclasses.replace(t, plan=EpisodePlan(policy=name)), [name])
             assert added == [name]
 
 

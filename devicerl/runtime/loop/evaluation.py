@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.agents.base import Policy
+from devicerl.judges import JudgeConfig
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.judging import judge_each
 from devicerl.tasks.base import Task, TaskSampler
 
 
@@ -109,14 +111,15 @@ def evaluate_policy(
     sampler: TaskSampler,
     *,
     greedy: bool = True,
-    judge: Any = None,
+    judge: JudgeConfig | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Run ``policy`` over every instance of ``sampler`` once and score it."""
+    """Run ``policy`` over every instance of ``sampler`` once and score it, each episode
+    labelled by ``judge`` (None: the task's own check) within its judging budget."""
     result = EvalResult()
     with make_pool(sampler) as pool:
-        collector = Collector(pool, policy, greedy=greedy, judge=judge)
-        for traj in collector.collect(None):
+        episodes = Collector(pool, policy, greedy=greedy).collect(None)
+        for traj in judge_each(episodes, judge or JudgeConfig()):
             result.add(traj)
             if on_episode is not None:
                 on_episode(traj)

@@ -3,10 +3,10 @@ league's members otherwise (`devicerl.runtime.loop.league`).
 
 Each `Member` has its live policy and, when it trains, its learner (where its updates run:
 this process, a launch's ranks, a Ray learner group or a learner shard) and its replay buffer.
-A finished episode goes to the replays `route` names (its own policy's, and in a league those of
-the policy's students); each iteration every trainable member learns from its replay and its
-policy version moves on by one. A single-policy run's metrics keep their plain names; a league's
-are prefixed ``policy/NAME/``.
+A finished episode goes to the replays the trainer routes it to (its own policy's, and in a
+league those of the policy's students); each iteration every trainable member learns from its
+replay and its policy version moves on by one. A single-policy run's metrics keep their plain
+names; a league's are prefixed ``policy/NAME/``.
 """
 
 from __future__ import annotations
@@ -64,8 +64,6 @@ class Population:
         self.cfg = cfg
         self.launch = group
         self.members: dict[str, Member] = {}
-        #: which replays a policy's episodes go to (a league adds its students)
-        self.destinations: Callable[[str], list[str]] = lambda policy: [policy]
         self.shards: Any = None
         self._threads: ThreadPoolExecutor | None = None
         if cfg.policies and cfg.learner.num_workers > 1:  # a league's learners in shards
@@ -90,7 +88,7 @@ class Population:
         return [m for m in self.members.values() if m.learner is not None]
 
     # -- membership ---------------------------------------------------------------------------
-    def add(
+    def add_member(
         self,
         name: str,
         policy: Policy,
@@ -121,18 +119,17 @@ class Population:
         self.members[name] = member
         return member
 
-    def remove(self, name: str) -> None:
+    def remove_member(self, name: str) -> None:
         member = self.members.pop(name, None)
         if member is not None and member.group is not None:
             member.group.close()
 
     # -- data ---------------------------------------------------------------------------------
-    def route(self, t: Trajectory) -> list[str]:
-        """Put a labelled, complete trajectory into the replays its policy's `destinations`
-        name; returns them."""
-        policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
+    def route(self, t: Trajectory, destinations: list[str]) -> list[str]:
+        """Put a labelled, complete trajectory into the replays of ``destinations`` (members
+        without one are skipped); returns the members it went to."""
         added = []
-        for dest in self.destinations(policy):
+        for dest in destinations:
             member = self.members.get(dest)
             if member is None or member.replay is None:
                 continue
