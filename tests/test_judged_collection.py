@@ -59,7 +59,7 @@ def test_collection_with_the_vlm_judge_selected_by_one_key(tmp_path) -> None:
         sent = len(srv.requests)
     stats = EpisodeCounts()
     for t in out:
-        stats.add(t)
+        stats.count(t)
     labelled = [t for t in out if is_labelled(t)]
     unlabelled = [t for t in out if not is_labelled(t)]
     assert len(labelled) == 10  # only labelled episodes count

@@ -42,17 +42,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.runtime.distributed import group as dist_group
+    from devicerl.runtime.distributed import process_group
 
     # under `accelerate launch`, rank 0 runs the trainer and the other ranks only learn
-    launch = dist_group.init_from_launcher() if dist_group.launched() else None
+    launch = process_group.init_from_launcher() if process_group.launched() else None
     if launch is not None and launch.rank != 0:
         from devicerl.runtime.distributed.learners import follow
 
         try:
             return follow(launch)
         finally:
-            dist_group.leave()
+            process_group.leave()
     try:
         return _train(args, launch)
     finally:
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
             from devicerl.runtime.distributed.learners import release
 
             release(launch)
-            dist_group.leave()
+            process_group.leave()
 
 
 def _train(args: argparse.Namespace, launch) -> int:

@@ -154,7 +154,7 @@ class Collector:
                 self._round()
                 continue
             traj = self._backlog.popleft()
-            done += self.stats.add(traj)
+            done += self.stats.count(traj)
             yield traj
 
     def run(self, n_episodes: int | None = None) -> list[Trajectory]:

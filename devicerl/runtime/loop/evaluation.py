@@ -41,10 +41,10 @@ class EvalResult(EpisodeCounts):
     def interval(self) -> tuple[float, float]:
         return wilson_interval(self.successes, self.episodes)
 
-    def add(self, t: Trajectory) -> bool:
+    def count(self, t: Trajectory) -> bool:
         """Count ``t`` (and its steps) and its task's row; True when complete and labelled."""
         self.env_steps += t.length
-        if not super().add(t):
+        if not super().count(t):
             return False
         row = self.per_task.setdefault(t.task, [0, 0, 0, 0])
         row[0] += int(t.success)
@@ -120,7 +120,7 @@ def evaluate_policy(
     with make_pool(sampler) as pool:
         episodes = Collector(pool, policy, greedy=greedy).collect(None)
         for traj in judge_each(episodes, judge or JudgeConfig()):
-            result.add(traj)
+            result.count(traj)
             if on_episode is not None:
                 on_episode(traj)
     return result

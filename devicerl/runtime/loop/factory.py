@@ -9,7 +9,7 @@ any other a single-policy run.
 from __future__ import annotations
 
 from devicerl.errors import ConfigError
-from devicerl.runtime.distributed.group import GroupInfo
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo
 from devicerl.runtime.loop.observers import TrainerObserver
 from devicerl.runtime.loop.trainer import Trainer
 from devicerl.runtime.runs.folder import RunDir
@@ -30,7 +30,7 @@ def make_trainer(
     run_dir: RunDir,
     *,
     resume: bool = False,
-    launch: GroupInfo | None = None,
+    launch: ProcessGroupInfo | None = None,
 ) -> Trainer:
     """The trainer of ``cfg`` in ``run_dir`` with its config's observers registered; with
     ``resume``, restored from the run's newest checkpoint. ``launch``: this process's place in

@@ -209,7 +209,9 @@ class LeagueRun(TrainerObserver):
         if unknown:
             raise ConfigError(f"policies.{name}.learn_from: unknown policy {unknown[0]!r}")
         with self.lock:
-            self.league.add(name, spec, policy or spec.agent.make(), teachers=spec.learn_from)
+            self.league.add_member(
+                name, spec, policy or spec.agent.make(), teachers=spec.learn_from
+            )
         self.sync_members()
         if spec.trainable or tasks is not None:
             self.add_rule(name, tasks or spec.tasks, weight)
@@ -256,8 +258,8 @@ class LeagueRun(TrainerObserver):
         docs/league.md), its critics copied from the donor's."""
         pop = self.trainer.population
         donor_member = pop[donor]
-        assert donor_member.group is not None and donor_member.learner is not None
-        donor_member.group.refresh()  # a shard's critics, into the trainer's copy
+        assert donor_member.handle is not None and donor_member.learner is not None
+        donor_member.handle.refresh()  # a shard's critics, into the trainer's copy
         m = self.league[target]
         rebuilt = self.trainer.add_member(
             target,

@@ -51,11 +51,11 @@ from devicerl.runtime.acting.episode_counts import EpisodeCounts
 from devicerl.runtime.acting.exploration import ExplorationSchedule
 from devicerl.runtime.acting.planning import EpisodePlanner
 from devicerl.runtime.acting.sources import BackgroundCollector, CollectionSource
-from devicerl.runtime.distributed.group import GroupInfo
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo
 from devicerl.runtime.loop.evaluation import EvalResult, eval_sampler, evaluate_policy
 from devicerl.runtime.loop.observers import SINGLE_POLICY, Steering, TrainerObserver
 from devicerl.runtime.loop.population import Member, Population
-from devicerl.runtime.loop.task_groups import GroupBuffer
+from devicerl.runtime.loop.task_groups import TaskGroupBuffer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.runs.progress import RateProgress
 from devicerl.runtime.runs.stop import GracefulStop, StopRequested
@@ -120,7 +120,9 @@ class Trainer:
     `devicerl.runtime.loop.factory.make_trainer`, which registers the observers the config
     names (a league's members come from its observer) and restores a resumed run."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: RunDir, *, launch: GroupInfo | None = None):
+    def __init__(
+        self, cfg: TrainConfig, run_dir: RunDir, *, launch: ProcessGroupInfo | None = None
+    ):
         """``launch``: this process's place in an ``accelerate launch`` (rank 0 only)."""
         self.cfg = cfg
         set_torch_threads()
@@ -141,7 +143,7 @@ class Trainer:
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
         self.source: CollectionSource | None = None
-        self.task_groups = GroupBuffer() if cfg.group_size is not None else None
+        self.task_groups = TaskGroupBuffer() if cfg.group_size is not None else None
 
     @property
     def iteration(self) -> int:
@@ -412,11 +414,11 @@ class Trainer:
 
     def _ingest(self, t: Trajectory, train: bool = True) -> list[Trajectory]:
         """Count, store and route one trajectory; returns the fresh labelled episodes that
-        joined training now (``t``, or with groups its whole group once it is whole)."""
+        joined training now (``t``, or with task groups its whole task group once it is whole)."""
         s = self.state
         s.env_steps += t.length
         self.writer.append(t)
-        if not s.add(t):
+        if not s.count(t):
             if not t.is_truncated and not is_labelled(t):
                 self.unlabelled_reasons[unlabelled_reason(t)] += 1
             return []
@@ -428,7 +430,7 @@ class Trainer:
             observer.on_episode(self, t)
         if not train:
             return []
-        released = [t] if self.task_groups is None else self.task_groups.add(t, s.iteration)
+        released = [t] if self.task_groups is None else self.task_groups.hold(t, s.iteration)
         for episode in released:
             self.population.route(episode, self.steering.destinations(acting_policy(episode)))
         return released
@@ -505,7 +507,7 @@ class Trainer:
     def checkpoint(self) -> Path | None:
         if not self.learns:
             return None
-        self.population.refresh()  # learner groups' state, into the local learners
+        self.population.refresh()  # updates run elsewhere: their state, into the local learners
         self.writer.flush()  # the replays' pointers must resolve in the store
         models, optims, members = self.population.checkpoint_parts()
         state = {
