@@ -61,6 +61,16 @@ class EvalResult(EpisodeCounts):
         steps = sum(row[2] for row in self.per_task.values())
         return sum(row[3] for row in self.per_task.values()) / steps if steps else 0.0
 
+    def metrics(self) -> dict[str, float]:
+        """The result under the metric names a run logs (``eval/...``)."""
+        lo, hi = self.interval
+        return {
+            "eval/success_rate": self.success_rate,
+            "eval/ci95_low": lo,
+            "eval/ci95_high": hi,
+            "eval/episodes": self.episodes,
+        }
+
     def as_dict(self) -> dict[str, Any]:
         lo, hi = self.interval
         return {

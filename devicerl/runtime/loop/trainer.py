@@ -62,6 +62,7 @@ from devicerl.runtime.runs.stop import GracefulStop, StopRequested
 from devicerl.runtime.setup.acting import make_planner, make_policy
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.runtime.setup.learners import seed_everything, set_torch_threads
+from devicerl.runtime.setup.offline import load_offline
 from devicerl.secrets import scrub
 from devicerl.tasks import resolve
 
@@ -94,25 +95,6 @@ def unlabelled_reason(t: Trajectory) -> str:
     """Why the judge left ``t`` unlabelled, in short (the reason's first clause)."""
     verdict = t.judgement.verdict if t.judgement is not None else {}
     return str(verdict.get("reason") or "no reason given").split(":")[0][:80]
-
-
-def load_offline(spec: str) -> list[Trajectory]:
-    """Trajectories from run folders, stores or DigiRL ``.pt`` files (comma-separated)."""
-    from devicerl.data.digirl_import import iter_digirl
-    from devicerl.data.store import TrajectoryStore
-    from devicerl.runtime.runs.folder import find_store
-
-    out: list[Trajectory] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if part.endswith(".pt"):
-            out.extend(iter_digirl(part))
-        else:
-            out.extend(TrajectoryStore(find_store(part)).read_all())
-    if not out:
-        raise ConfigError(f"offline_data {spec!r} holds no trajectories")
-    return out
 
 
 class Trainer:
@@ -247,7 +229,7 @@ class Trainer:
                 except StopRequested:
                     log.warning("evaluation stopped by %s: no eval.json", self.stop.name)
                 else:
-                    self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
+                    self.metrics.log(self.eval_result.metrics(), self.state.env_steps)
         summary = self.summary(time.perf_counter() - t0)
         (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
@@ -492,16 +474,6 @@ class Trainer:
             t.phase = "eval"
             self.writer.append(t)
         self.stop.check()  # leaves the evaluation (its devices are closed on the way out)
-
-    @staticmethod
-    def _eval_metrics(result: EvalResult) -> dict[str, float]:
-        lo, hi = result.interval
-        return {
-            "eval/success_rate": result.success_rate,
-            "eval/ci95_low": lo,
-            "eval/ci95_high": hi,
-            "eval/episodes": result.episodes,
-        }
 
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint(self) -> Path | None:
