@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from devicerl.data.store import TrajectoryStore
+from devicerl.runtime.runs.provenance import provenance
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
 #: Attempts a request gets (the chat client's retries + 1), so each episode's judging budget is
@@ -42,14 +43,6 @@ DEVICES = [
     "env.worker=serial",
     "logging.tensorboard=false",
 ]
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
-        return out.stdout.strip()
-    except OSError:
-        return "unknown"
 
 
 def devicerl(args: list[str], timeout_s: float) -> tuple[int, str, str, float]:
@@ -170,7 +163,8 @@ def main() -> int:
     )
     result: dict[str, Any] = {
         "command": " ".join(["judge_faults.py", *sys.argv[1:]]),
-        "commit": git_commit(),
+        "commit": provenance()["git_commit"],
+        "uncommitted_changes": provenance()["git_dirty"],
         "judge": judge,
         "agent": agent,
     }
