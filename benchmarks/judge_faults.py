@@ -13,7 +13,7 @@ Two real command-line runs on synthetic devices, each against the scripted chat 
   requests and seconds per episode (an episode's actions share one failure budget; each of its
   actions used to make its own retries, 15 s per action with the default backoff).
 
-Usage: python benchmarks/judge_faults.py [--quick] [--json PATH]
+Usage: python benchmarks/judge_faults.py [--quick] [--parts judge agent] [--json PATH]
 Last line: RESULT judge_exit_after_last_step_s=... judge_budget_s=... within_10s_of_budget=...
 unlabelled=... late_requests=... agent_requests_per_episode=... agent_s_per_episode=...
 """
@@ -143,24 +143,30 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="shorter runs (about a minute)")
     p.add_argument("--timeout-s", type=float, default=1.0, help="judge.chat.timeout_s")
+    p.add_argument("--parts", nargs="+", default=["judge", "agent"], choices=["judge", "agent"])
     p.add_argument("--json", default=None, metavar="PATH")
     args = p.parse_args()
     env_steps, episodes = (40, 4) if args.quick else (120, 8)
+    judge: dict[str, Any] = {}
+    agent: dict[str, Any] = {}
     with (
         ScriptedChatServer(lambda body: Reply(status=500)) as srv,
         tempfile.TemporaryDirectory() as tmp,
     ):
-        judge = judge_run(srv, Path(tmp), env_steps, args.timeout_s)
-        agent = agent_run(srv, Path(tmp), episodes)
-    print(
-        f"judge: process ended {judge['exit_after_last_step_s']:.1f} s after the last step "
-        f"(per-episode budget {judge['budget_s']:.1f} s); {judge['unlabelled']} episodes "
-        f"unlabelled {judge['unlabelled_reasons']}; {judge['late_requests']} requests after exit"
-    )
-    print(
-        f"agent: {agent['requests']} requests for {agent['episodes']} episodes of "
-        f"{agent['steps']} steps; {agent['s_per_episode']:.1f} s per episode"
-    )
+        if "judge" in args.parts:
+            judge = judge_run(srv, Path(tmp), env_steps, args.timeout_s)
+            print(
+                f"judge: process ended {judge['exit_after_last_step_s']:.1f} s after the last "
+                f"step (per-episode budget {judge['budget_s']:.1f} s); {judge['unlabelled']} "
+                f"episodes unlabelled {judge['unlabelled_reasons']}; "
+                f"{judge['late_requests']} requests after exit"
+            )
+        if "agent" in args.parts:
+            agent = agent_run(srv, Path(tmp), episodes)
+            print(
+                f"agent: {agent['requests']} requests for {agent['episodes']} episodes of "
+                f"{agent['steps']} steps; {agent['s_per_episode']:.1f} s per episode"
+            )
     result: dict[str, Any] = {
         "command": " ".join(["judge_faults.py", *sys.argv[1:]]),
         "commit": provenance()["git_commit"],
@@ -170,15 +176,22 @@ def main() -> int:
     }
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
-    print(
-        f"RESULT judge_exit_after_last_step_s={judge['exit_after_last_step_s']:.1f} "
-        f"judge_budget_s={judge['budget_s']:.1f} "
-        f"within_10s_of_budget={judge['within_10s_of_budget']} "
-        f"unlabelled={judge['unlabelled']} late_requests={judge['late_requests']} "
-        f"agent_requests_per_episode={agent['requests_per_episode']:.1f} "
-        f"agent_s_per_episode={agent['s_per_episode']:.1f}"
-    )
-    return 0 if judge["within_10s_of_budget"] and not judge["late_requests"] else 1
+    line = []
+    if judge:
+        line += [
+            f"judge_exit_after_last_step_s={judge['exit_after_last_step_s']:.1f}",
+            f"judge_budget_s={judge['budget_s']:.1f}",
+            f"within_10s_of_budget={judge['within_10s_of_budget']}",
+            f"unlabelled={judge['unlabelled']}",
+            f"late_requests={judge['late_requests']}",
+        ]
+    if agent:
+        line += [
+            f"agent_requests_per_episode={agent['requests_per_episode']:.1f}",
+            f"agent_s_per_episode={agent['s_per_episode']:.1f}",
+        ]
+    print("RESULT " + " ".join(line))
+    return 1 if judge and (not judge["within_10s_of_budget"] or judge["late_requests"]) else 0
 
 
 if __name__ == "__main__":

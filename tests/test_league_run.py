@@ -22,7 +22,7 @@ from devicerl.league.state import weights_hash
 from devicerl.records import DEFAULT_POLICY
 from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.loop.league import LeagueRun
-from devicerl.runtime.loop.observers import TrainerObserver
+from devicerl.runtime.loop.observers import Steering, TrainerObserver
 from devicerl.runtime.loop.trainer import Trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
@@ -272,6 +272,30 @@ def test_the_generalist_is_evaluated_and_a_saved_member_by_its_path(tmp_path) ->
     bad = load_config(TrainConfig, None, ["mode=eval", f"agent.path={tmp_path / 'nobody'}"])
     with pytest.raises(DataError, match="nobody"):
         make_trainer(bad, RunDir(tmp_path / "never"))
+
+
+def test_observers_steer_the_run_through_the_records_they_return(tmp_path) -> None:
+    """`make_trainer` registered the league; another observer's record changes only the fields
+    it sets, and records apply in registration order (the league's, then this one's)."""
+    trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
+    league = trainer.steering
+    assert league.routed == frozenset(POLICIES) and league.evaluated == "generalist"
+
+    class Steer(TrainerObserver):
+        def attach(self, run: Any) -> Steering:
+            return Steering(evaluated="taps")
+
+        def after_iteration(self, run: Any, metrics: Any) -> Steering:
+            return Steering(routed=frozenset({"taps", "generalist"}))
+
+    trainer.register_observer(Steer())
+    now = trainer.steering
+    assert now.evaluated == "taps" and trainer.actor is _league(trainer).league["taps"].policy
+    assert now.assignment is league.assignment and now.destinations == league.destinations
+    summary = trainer.run()
+    assert summary["league"]["evaluated"] == "taps"
+    assert trainer.steering.routed == {"taps", "generalist"}
+    assert (tmp_path / "run" / "agent").is_dir()  # the evaluated member's agent
 
 
 def test_single_policy_configs_take_the_unchanged_path(tmp_path) -> None:
