@@ -116,7 +116,7 @@ def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> Non
 
         # remove b: its shard frees its slot; a new policy takes the least-loaded shard
         freed = shards.placed["b"]
-        sharded.remove("b")
+        sharded.remove_member("b")
         assert "b" not in shards.placed and ray.get(shards.workers[freed].names.remote()) == []
         _add(sharded, cfg, "c", dataclasses.replace(cfg.policies["a"]))
         _feed(sharded, data[:6], names=("c",))
