@@ -21,7 +21,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from devicerl.judges import JudgeConfig, Judged, is_labelled
+from devicerl.judges import JudgeConfig, Judged, JudgeRunner, is_labelled, make_runner
 from devicerl.judges.runner import NOT_JUDGED
 from devicerl.records import Trajectory
 
@@ -45,10 +45,8 @@ class JudgingStage:
         self.deliver = deliver
         self.on_episode = on_episode
         self.on_incomplete = on_incomplete
-        self.runner = None
+        self.runner: JudgeRunner | None = None
         if config.kind != "native":
-            from devicerl.judges.factory import make_runner
-
             self.runner = make_runner(config, on_judged=self._judged)
 
     @property
