@@ -160,3 +160,35 @@ def test_loose_forms_of_the_new_types(text: str, expected: Action) -> None:
 def test_unusable_new_types_parse_to_invalid_with_the_reason(text: str, reason: str) -> None:
     a = parse_autoui(text)
     assert a.is_invalid and a.raw == text and reason in a.reason, a.reason
+
+
+def test_the_store_keeps_the_new_types_and_their_type_column(tmp_path) -> None:
+    from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+    from devicerl.records import EndReason, Observation, Step, Trajectory
+
+    obs = Observation("Open the clock and tell the time", (90, 160))
+    traj = Trajectory("t/x", obs.instruction, steps=[Step(obs, a) for a in NEW])
+    traj.final_observation = obs
+    traj.end(EndReason.AGENT_ENDED)
+    with TrajectoryWriter(tmp_path / "store") as writer:
+        writer.append(traj)
+    store = TrajectoryStore(tmp_path / "store")
+    (back,) = list(store)
+    assert [s.action for s in back.steps] == list(NEW) and back.answer == NEW[3].text
+    column = store.step_table().column("action_type").to_pylist()
+    assert column == ["LONG_PRESS", "OPEN_APP", "WAIT", "ANSWER", None]
+
+
+def test_the_small_agent_and_its_uniform_baseline_keep_aitw_types() -> None:
+    from devicerl.agents.config import SmallAgentConfig
+    from devicerl.agents.random import RandomPolicy, UniformPolicy
+    from devicerl.envs import make
+
+    with pytest.raises(ValueError, match="chooses among AitW's seven types"):
+        SmallAgentConfig(allowed_types=("DUAL_POINT", "LONG_PRESS"))
+    env = make("synthetic", screen=(96, 160), seed=0)
+    observations = [env.reset("synthetic/type", seed=s) for s in range(20)]
+    env.close()
+    for policy in (UniformPolicy(seed=1), RandomPolicy(seed=1)):
+        kinds = {s.action.type for s in policy.act(observations * 5)}
+        assert kinds <= set(AITW_TYPES) and ActionType.DUAL_POINT in kinds
