@@ -294,16 +294,17 @@ class BrowserEnv(DeviceEnv):
             if noop is None and self.settle_ms > 0:
                 settle = f"window.__drl.settle({self.settle_ms}, {SETTLE_GAP_MS})"
                 await self._evaluate(settle, await_promise=True)
-        if answer is not None:  # set again after every action: a navigation forgets it
-            await self._evaluate(f"window.__drl.answer = {json.dumps(answer)}")
-        value, shot = await self._observe_async()
+        value, shot = await self._observe_async(answer)
         return value, shot, noop
 
-    async def _observe_async(self) -> tuple[Any, str | None]:
-        value = await self._evaluate(self._observe_js)
+    async def _observe_async(self, answer: str | None = None) -> tuple[Any, str | None]:
+        expr = self._observe_js
+        if answer is not None:  # given to the page in the same call: a navigation forgets it
+            expr = f"(window.__drl.answer = {json.dumps(answer)}, {expr})"
+        value = await self._evaluate(expr)
         if self._navigating or value.get("ready") != "complete":
             await self._wait_for_load()  # an action started a navigation: observe the new page
-            value = await self._evaluate(self._observe_js)
+            value = await self._evaluate(expr)
         shot = await self._capture() if self.screenshot else None
         return value, shot
 
