@@ -215,15 +215,16 @@ _RESET_JS = """(async () => {
 
 _STATUS_JS = """(() => {
   const task = window.devicerl || {fields: {}, seed: 0};
-  const check = (source) => {
+  const check = (source, name) => {
     if (!source) return false;
+    window.__drlCheck = name;
     try {
       return !!(new Function("fields", "seed", "return (" + source + ");"))(task.fields, task.seed);
     } catch (e) {
       return {error: String(e)};
     }
   };
-  return [check(%(success)s), check(%(failure)s)];
+  return [check(%(success)s, "success"), check(%(failure)s, "failure")];
 })()"""
 
 
