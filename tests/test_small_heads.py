@@ -18,7 +18,7 @@ from devicerl.agents.small import SmallAgent
 from devicerl.agents.small.config import SmallAgentOptions
 from devicerl.agents.small.heads.base import Head, Target
 from devicerl.agents.small.registry import HEADS, HeadEntry
-from devicerl.records import Observation, UIElement
+from devicerl.records import Observation, UIElement, with_previous_actions
 
 
 class Hello(Head):
@@ -125,3 +125,41 @@ def test_an_unregistered_head_is_a_one_line_error() -> None:
     with pytest.raises(ConfigError, match=r"agent\.small\.heads: 'hello' is not one of") as e:
         SmallAgentOptions(heads=("hello",)).validate()
     assert "\n" not in str(e.value)
+
+
+def test_actions_of_types_beyond_its_type_head_score_unrepresentable_and_featurize() -> None:
+    """LONG_PRESS, OPEN_APP, WAIT and ANSWER are not among a saved agent's seven type classes:
+    such an action (a stored step, a demonstration) scores `UNREPRESENTABLE_LOG_PROB` like any
+    other action the agent cannot produce, and as the previous action it sets none of the
+    last-type columns (nor "no action")."""
+    from devicerl.actions import AITW_TYPES
+    from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB
+    from devicerl.agents.small.columns import HistoryColumns
+
+    agent = SmallAgent(SmallAgentOptions(d_model=32).architecture(seed=1))
+    newer = [
+        Action.long_press(0.4, 0.2),
+        Action.open_app("Clock"),
+        Action.wait(),
+        Action.answer("blue"),
+    ]
+    assert not {a.type for a in newer} & set(AITW_TYPES)
+    obs = [_form("blue")] * len(newer)
+    lp = agent.log_prob(obs, newer)
+    assert lp.tolist() == [UNREPRESENTABLE_LOG_PROB] * len(newer)
+    found = agent.targets(agent.featurize(obs[:1]).meta[0], Action.wait())
+    assert not found.exact and found.note == "not one of the type head's classes"
+    # after an action of a newer type: the history row has no type column set, and acting and
+    # scoring go on
+    cols = HistoryColumns.of(AITW_TYPES)
+    after = [with_previous_actions(o, [a]) for o, a in zip(obs, newer)]
+    rows = agent.featurize(after).history
+    assert rows[:, cols.last_type.start : cols.last_type.stop].abs().sum() == 0
+    assert rows[:, cols.no_action].abs().sum() == 0 and (rows[:, cols.count] > 0).all()
+    samples = agent.act(after)
+    assert all(s.action.type in AITW_TYPES for s in samples)
+    assert torch.allclose(
+        agent.log_prob(after, [s.action for s in samples]),
+        torch.tensor([s.log_prob for s in samples]),
+        atol=1e-5,
+    )

@@ -169,7 +169,7 @@ class SmallAgentConfig:
             self.allowed_types = _type_names(self.allowed_types, "allowed_types")
             outside = [t for t in self.allowed_types if t not in self.type_classes]
             if outside:
-                raise ValueError(f"allowed_types: {outside[0]} is not one of type_classes")
+                raise ValueError(f"allowed_types {outside}: {types_only(self.type_classes)}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if self.temperature <= 0:
@@ -179,6 +179,28 @@ class SmallAgentConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def n_cells(self) -> int:
+        """Grid cells the encoder adds as tokens (0 when no head points at them and no pixels
+        are read). Imports the heads' classes (torch)."""
+        cells = self.features.pixels or any(HEADS[h].load().uses_cells for h in self.heads)
+        return self.grid[0] * self.grid[1] if cells else 0
+
+
+#: Why a newer action type cannot be among the small agent's (or its uniform baseline's) types.
+SMALL_TYPES_ONLY = (
+    "the small agent chooses among AitW's seven types ("
+    + ", ".join(t.value for t in AITW_TYPES)
+    + "); long press, open app, wait and answer are for agents that write actions as text"
+)
+
+
+def types_only(type_classes: tuple[str, ...]) -> str:
+    """Why a type outside an agent's type head cannot be allowed."""
+    if type_classes == tuple(t.value for t in AITW_TYPES):
+        return SMALL_TYPES_ONLY
+    return f"the small agent's type head chooses among {', '.join(type_classes)}"
 
 
 def _type_names(names: Any, key: str) -> tuple[str, ...]:
@@ -267,6 +289,8 @@ class SmallAgentOptions:
         for t in self.allowed_types or ():
             if t not in ActionType.__members__ and t not in {a.value for a in ActionType}:
                 raise ConfigError(f"agent.small.allowed_types: {t!r} is not an action type")
+            if ActionType(t) not in AITW_TYPES:
+                raise ConfigError(f"agent.small.allowed_types: {t!r}: {SMALL_TYPES_ONLY}")
         for key, names, known in (
             ("heads", self.heads, HEADS),
             ("inputs", self.inputs, SMALL_INPUTS),
