@@ -210,7 +210,7 @@ def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, caps
     small = ["env.num_envs=1", "env.kwargs.task_pages=1", "tasks.train=webskills/tap-element"]
     cfg = "webskills-pretrain"  # a shipped setup, by name
     assert cli(["collect", "--config", cfg, "--out", str(demos), "agent.kind=oracle",
-                "env_steps=12", *small]) == 0  # fmt: skip
+                "agent.small={}", "env_steps=12", *small]) == 0  # fmt: skip
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["successes"] == summary["episodes"] > 0
     assert cli(["train", "--config", cfg, "--out", str(pre), f"offline_data={demos}",
