@@ -1,5 +1,9 @@
 """Evaluation: the first N tasks of a split, in order, with fixed seeds; success with a
-95 % Wilson confidence interval, per task and overall."""
+95 % Wilson confidence interval, per task and overall.
+
+The instances (task, seed pairs) are drawn in the split's order; the devices then play them
+kept to a task each (`devicerl.tasks.placement.TaskAffinity`), so a device opens as few task
+pages as it can: the same episodes, fewer page loads."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.episode_counts import EpisodeCounts
 from devicerl.tasks.base import Task, TaskSampler
+from devicerl.tasks.placement import TaskAffinity
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -95,24 +100,28 @@ def eval_sampler(
     episodes_per_task: int,
     seed: int,
     split: str = "validation",
-) -> TaskSampler:
+) -> TaskAffinity:
     """The first ``n_tasks`` tasks, each ``episodes_per_task`` times, in order, fixed seeds
-    from the `split`'s seed range (`devicerl.tasks.SEED_RANGES`; never training's)."""
+    from the `split`'s seed range (`devicerl.tasks.SEED_RANGES`; never training's); handed
+    to the devices kept to a task each."""
     chosen = list(tasks)[:n_tasks]
     ordered = [t for t in chosen for _ in range(episodes_per_task)]
-    return TaskSampler(ordered, mode="sequential", seed=seed, cycle=False, seeds=split)
+    return TaskAffinity(
+        TaskSampler(ordered, mode="sequential", seed=seed, cycle=False, seeds=split)
+    )
 
 
 def evaluate_policy(
-    make_pool: Callable[[TaskSampler], EnvPool],
+    make_pool: Callable[[Any], EnvPool],
     policy: Policy,
-    sampler: TaskSampler,
+    sampler: TaskSampler | TaskAffinity,
     *,
     greedy: bool = True,
     judge: Any = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Run ``policy`` over every instance of ``sampler`` once and score it."""
+    """Run ``policy`` over every instance of ``sampler`` once and score it (``make_pool``
+    builds the devices playing the sampler's instances)."""
     result = EvalResult()
     with make_pool(sampler) as pool:
         collector = Collector(pool, policy, greedy=greedy, judge=judge)
