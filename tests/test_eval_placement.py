@@ -121,9 +121,9 @@ def test_evaluation_plays_the_same_episodes_with_the_same_outcomes() -> None:
     )  # fmt: skip
     before = _evaluate(in_order)  # how evaluation handed its instances out before
     after = _evaluate(eval_sampler(tasks, len(tasks), 6, 7))
-    assert len(before) == len(after) == 18
+    assert len(before) == len(after) == 6 * len(tasks)
     assert _outcomes(after) == _outcomes(before)
-    assert 0 < sum(t.success for t in after) < 18  # outcomes that differ by instance
+    assert 0 < sum(t.success for t in after) < len(after)  # outcomes that differ by instance
     per_device = Counter(t.env_id for t in after)
     tasks_of = {d: {t.task for t in after if t.env_id == d} for d in per_device}
     assert sum(len(v) for v in tasks_of.values()) <= len(tasks) + 2
