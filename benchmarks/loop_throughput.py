@@ -39,6 +39,7 @@ import argparse
 import json
 import random
 import shutil
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -263,7 +264,12 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     cfg = setup_config(args)
-    out: dict[str, Any] = {"devices": args.devices, "pixels": args.pixels, "seconds": args.seconds}
+    out: dict[str, Any] = {
+        "command": " ".join(["python", *sys.argv]),
+        "devices": args.devices,
+        "pixels": args.pixels,
+        "seconds": args.seconds,
+    }
     if "raw" in args.parts:
         out["raw"] = raw(cfg, args.seconds)
         print("raw     ", json.dumps(out["raw"]), flush=True)

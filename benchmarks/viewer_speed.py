@@ -101,7 +101,11 @@ def main() -> None:
                             got[key].append(round(value, 2))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)])
+    from devicerl.runtime.runs.provenance import provenance
+
     result: dict = {
+        "command": " ".join(["python", *sys.argv]),
+        "provenance": provenance(),
         "episodes": args.episodes,
         "old_commit": args.old_commit,
         "build_s": round(built, 1),
