@@ -15,7 +15,7 @@ import time
 
 import httpx
 import pytest
-from android_helpers import device, env_kwargs
+from android_helpers import device, drive, env_kwargs
 
 from devicerl.actions import Action
 from devicerl.envs import EnvSpec, make
@@ -269,23 +269,8 @@ def test_the_stand_in_answers_as_fastapi_does_and_the_client_maps_errors(tmp_pat
 
 
 # -- in the pool ------------------------------------------------------------------------------
-def drive(pool: EnvPool, until, act=solve, on_first=None, limit_s: float = 60.0) -> list:
-    out: list = []
-    deadline = time.monotonic() + limit_s
-    while not until(out):
-        assert time.monotonic() < deadline, f"stuck: {pool.stats()}"
-        ready = pool.recv(min_ready=1, timeout=0.5)
-        out += [r.trajectory for r in ready if r.trajectory is not None]
-        live = [r for r in ready if r.observation is not None]
-        for r in live:
-            if r.first and on_first is not None:
-                on_first(r)
-        pool.send([act(r.observation) for r in live], [r.env_id for r in live])
-    return out
-
-
-def complete(n: int):
-    return lambda out: sum(not t.is_truncated for t in out) >= n
+def one_cut(out: list) -> bool:
+    return any(t.is_truncated for t in out)
 
 
 SUPERVISION = SupervisorConfig(
@@ -342,9 +327,9 @@ def test_the_server_down_mid_run_truncates_the_episode_and_the_pool_restarts(tmp
             worker="subprocess",
             supervision=SUPERVISION,
         ) as pool:
-            out = drive(pool, lambda o: any(t.is_truncated for t in o), on_first=take_down_third)
+            out = drive(pool, one_cut, solve, take_down_third, limit_s=60)
             server.start()
-            out += drive(pool, lambda o: pool.done)
+            out += drive(pool, lambda o: pool.done, solve, limit_s=60)
             stats = pool.stats()
     cut = [t for t in out if t.is_truncated and "reset failed" not in t.truncation_cause]
     assert len(cut) == 1 and cut[0].task == down[0] and not cut[0].success
