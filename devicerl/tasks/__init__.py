@@ -30,6 +30,7 @@ register_device("webskills/*", "devicerl.tasks.miniwob:make_miniwob_env", overwr
 register_device("webskills-reach/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("browsergym", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
 register_device("browsergym/*", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
+register_device("androidworld/*", "devicerl.envs.androidworld.env:AndroidWorldEnv", overwrite=True)
 register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
@@ -38,6 +39,11 @@ register_suite(
     "browsergym",
     "devicerl.tasks.browsergym:browsergym_tasks",
     needs="devicerl.tasks.browsergym:browsergym_needs",
+)
+register_suite(
+    "androidworld",
+    "devicerl.tasks.androidworld:androidworld_tasks",
+    needs="devicerl.tasks.androidworld:androidworld_needs",
 )
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(

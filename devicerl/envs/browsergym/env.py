@@ -130,7 +130,8 @@ class BrowserGymEnv(ForeignEnv):
         assert self.last_observation is not None
         available = self.reset_info.get("action_set") or ()
         try:
-            self._code = to_browsergym(action, self.last_observation, available, self.start_url)
+            obs, url = self.last_observation, self.start_url
+            self._code = to_browsergym(action, obs, available, url, self.answer)
         except Unmappable as e:
             self._code = NOOP
             return Action.invalid(action.describe(), str(e))
