@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,9 @@ import numpy as np
 from devicerl import records
 from devicerl.actions import Action
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
+
+#: The committed sample stores, one folder per store version.
+STORES = Path(__file__).resolve().parent / "data" / "stores"
 
 
 def _pixels(seed: int) -> np.ndarray:

@@ -8,14 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from store_samples import canonical
+from store_samples import STORES, canonical
 
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
-
-STORES = Path(__file__).resolve().parent / "data" / "stores"
 
 
 def _default(f: dataclasses.Field) -> object:
