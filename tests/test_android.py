@@ -351,7 +351,7 @@ def test_emulator_snapshot_is_loaded_on_reset(server, tmp_path) -> None:
     token.write_text("s3cret\n")
     loads = []
     console = FakeEmulatorConsole("s3cret", ("clean",), on_load=loads.append)
-    kw = {"emulator_console_port": console.port, "emulator_console_token": str(token)}
+    kw = {"emulator_console_port": console.port, "emulator_console_token_file": str(token)}
     env = _env(server, tmp_path, snapshot="clean", **kw)
     env.reset(TASK, 0)
     assert console.commands == ["auth s3cret", "avd snapshot load clean", "quit"]
@@ -363,7 +363,7 @@ def test_emulator_snapshot_is_loaded_on_reset(server, tmp_path) -> None:
     env.close()
     env = _env(server, tmp_path, snapshot="clean", emulator_console_port=console.port)
     env.console_token = str(tmp_path / "absent")
-    with pytest.raises(ConfigError, match="emulator_console_token"):
+    with pytest.raises(ConfigError, match="emulator_console_token_file"):
         env.reset(TASK, 0)
     env.close()
     console.close()

@@ -203,8 +203,8 @@ def test_task_pages_keep_one_page_per_task_and_episodes_unchanged():
     as on a single page, whichever page serves them."""
     from devicerl.envs.browser.paged import PagedBrowserEnv
 
-    with pytest.raises(ConfigError, match="task_pages"):
-        PagedBrowserEnv(task_pages=0)
+    with pytest.raises(ConfigError, match=r"miniwob.task_pages=-1: must be >= 0"):
+        make("miniwob", task_pages=-1)
     paged, single = (
         make("miniwob", task_pages=2, screenshot=False),
         make("miniwob", screenshot=False),

@@ -207,7 +207,7 @@ def test_pages_are_served_beside_the_core_scripts_and_nothing_else():
 
 def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, capsys):
     demos, pre = tmp_path / "demos", tmp_path / "pre"
-    small = ["env.num_envs=1", "env.kwargs.task_pages=1", "tasks.train=webskills/tap-element"]
+    small = ["env.num_envs=1", "env.options.task_pages=1", "tasks.train=webskills/tap-element"]
     cfg = "webskills-pretrain"  # a shipped setup, by name
     assert cli(["collect", "--config", cfg, "--out", str(demos), "agent.kind=oracle",
                 "env_steps=12", *small]) == 0  # fmt: skip

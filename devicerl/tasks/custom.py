@@ -235,8 +235,8 @@ class CustomSuite(WebSuite):
     """Runs the tasks of suite files on a `BrowserEnv`: pages from their folder's loopback
     server (or their URL), a fresh load per episode, the task's checks after every action."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
         self._roots: set[str] = set()
         self._bases: dict[str, str] = {}
 

@@ -6,6 +6,7 @@ mode and algorithm live in the package's ``devicerl/configs/`` folder.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -20,8 +21,8 @@ from devicerl.algos.config import (
     GiGPOConfig,
     GRPOConfig,
 )
-from devicerl.config import drop_retired, saved_section
-from devicerl.envs.registry import EnvSpec
+from devicerl.config import REDACTED, drop_retired, saved_section
+from devicerl.envs.registry import EnvSpec, option_kinds, options_type, read_options
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.league.config import LeagueConfig, PolicySpec, validate_league
@@ -33,18 +34,30 @@ if TYPE_CHECKING:
     from devicerl.tasks import TaskSampler
 
 
+log = logging.getLogger(__name__)
 _SUPERVISOR = SupervisorConfig()
 
 
 @dataclass
 class EnvConfig:
-    """The devices."""
+    """The devices: which kind (``name``) and its options, a dataclass per kind
+    (`devicerl.envs.registry`), read by the same loader as every other option."""
 
     name: str = field(
-        default="browser", metadata={"help": "device backend: browser, synthetic, android, ..."}
+        default="browser",
+        metadata={
+            "help": "device: browser, synthetic, android, or one named after a task suite "
+            "(miniwob, miniwob/TASK, synthetic/TASK, ...); its options go in env.options"
+        },
     )
-    kwargs: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "device options, e.g. {screenshot: false}"}
+    options: Any = field(
+        default=None,
+        metadata={
+            "help": "the options of the device env.name names (listed per device), e.g. "
+            "{screenshot: false}",
+            "type_from": ("name", options_type),
+            "variants": option_kinds,
+        },
     )
     num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel", "min": 1})
     worker: Literal["subprocess", "serial", "ray"] = field(
@@ -60,11 +73,20 @@ class EnvConfig:
         metadata={"help": "restart a device whose reset takes longer (seconds)", "gt": 0},
     )
 
+    def __post_init__(self) -> None:
+        """Built in code: no options are the device's defaults, a mapping is read into its
+        dataclass (the loader hands over the dataclass, read by ``type_from``)."""
+        try:
+            options_type(self.name)
+        except ConfigError as e:
+            raise ConfigError(f"env.name: {e}") from None
+        self.options = read_options(self.name, self.options, key="env.options")
+
     def make_pool(self, tasks: TaskSampler, seed: int = 0) -> EnvPool:
         """``num_envs`` supervised devices playing ``tasks`` (in this process's pool)."""
         from devicerl.pool.pool import EnvPool
 
-        specs = [EnvSpec(self.name, dict(self.kwargs)) for _ in range(self.num_envs)]
+        specs = [EnvSpec(self.name, self.options) for _ in range(self.num_envs)]
         return EnvPool(
             specs,
             tasks=tasks,
@@ -312,6 +334,7 @@ class TrainConfig:
         unknown keys included, is left for the loader to check."""
         out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
         drop_retired(out, RETIRED)
+        upgrade_saved_devices(out)
         logging_ = saved_section(out, "logging")
         if logging_ is not None and "wandb" in logging_ and not logging_.pop("wandb"):
             logging_["wandb_project"] = None  # W&B was off: a project name now turns it on
@@ -346,6 +369,41 @@ class TrainConfig:
     @property
     def eval_tasks(self) -> str:
         return self.tasks.eval or self.tasks.train
+
+
+def upgrade_saved_devices(out: dict[str, Any]) -> None:
+    """Device options saved by an older version (`TrainConfig.upgrade_saved`, in place):
+    ``env.kwargs`` (a free mapping) is ``env.options`` (the device's options dataclass), with
+    MiniWoB++'s options out of ``suite_options`` and the emulator console's token file under a
+    name that is not redacted as a secret when saved (a redacted one reads as the default)."""
+    env = saved_section(out, "env")
+    if env is not None and "kwargs" in env:
+        env.setdefault("options", env.pop("kwargs"))
+    options = saved_section(out, "env.options")
+    if options is None:
+        return
+    _lift_suite_options(options)
+    if "emulator_console_token" in options:
+        path = options.pop("emulator_console_token")
+        if path == REDACTED:
+            log.warning("env.options.emulator_console_token was saved redacted; the default "
+                        "token file is used")  # fmt: skip
+        else:
+            options.setdefault("emulator_console_token_file", path)
+
+
+def _lift_suite_options(options: dict[str, Any]) -> None:
+    """MiniWoB++'s options saved in ``suite_options`` become device options; anything else
+    there is left for the loader to name."""
+    suites = options.pop("suite_options", None)
+    rest = dict(suites) if isinstance(suites, Mapping) else suites
+    for suite in ("miniwob", "webskills"):
+        lifted = rest.get(suite) if isinstance(rest, dict) else None
+        if isinstance(lifted, Mapping):
+            del rest[suite]  # type: ignore[union-attr]
+            options.update({k: v for k, v in lifted.items() if k not in options})
+    if rest:
+        options["suite_options"] = rest
 
 
 #: Options older versions saved that are gone, with the value the code now uses.

@@ -1,9 +1,9 @@
 """Checks a run's config against the world before anything is written.
 
-`load_config` already checked types and each dataclass's own rules; `check_run_config` adds
-what needs the registries and the file system: the task specs (train and eval: a typo in
-``tasks.eval`` fails at start, not after the training budget), the device name and its
-options, the agent's files and the offline data. It starts no device and writes nothing, so
+`load_config` already checked types and each dataclass's own rules (the device's name and its
+options among them); `check_run_config` adds what needs the task registry and the file system:
+the task specs (train and eval: a typo in ``tasks.eval`` fails at start, not after the training
+budget), the agent's files and the offline data. It starts no device and writes nothing, so
 a command calls it before it creates or locks a run folder.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from devicerl.envs.registry import check_options, lookup
 from devicerl.errors import ConfigError, DeviceRLError
 from devicerl.files import is_regular
 from devicerl.runtime.setup.config import TrainConfig
@@ -22,14 +21,6 @@ from devicerl.tasks import resolve
 def check_run_config(cfg: TrainConfig) -> None:
     """Raise `ConfigError` (one line naming the key) for anything the run would fail on."""
     _check_tasks(cfg)
-    try:
-        lookup(cfg.env.name)
-    except ConfigError as e:
-        raise ConfigError(f"env.name: {e}") from None
-    try:
-        check_options(cfg.env.name, cfg.env.kwargs)
-    except ConfigError as e:
-        raise ConfigError(f"env.kwargs: {e}") from None
     _check_agent(cfg)
     _check_offline(cfg)
 
