@@ -9,7 +9,8 @@
   ``metadata={"type_from": (sibling, pick)}`` and is read as ``pick(sibling's value)``.
 - `save_config` writes the resolved config with secrets redacted: any field whose name
   contains key/token/secret/password, or that carries ``metadata={"secret": True}``.
-- Field help for ``--help`` comes from ``field(metadata={"help": "..."})``.
+- Field help for ``--help`` comes from ``field(metadata={"help": "..."})``
+  (`devicerl.cli.common.config_options` lists it).
 - The shipped setups (``devicerl/configs/*.yaml``) are package data, so an installed wheel has
   them too: `config_source` takes a file path or a shipped setup's name
   (``miniwob-digirl-tuned``), `shipped_configs` lists them.
@@ -532,21 +533,3 @@ def save_config(obj: Any, path: str | Path) -> None:
     tmp = p.with_suffix(p.suffix + ".tmp")
     tmp.write_text(yaml.safe_dump(redact(obj), sort_keys=False), encoding="utf-8")
     tmp.replace(p)
-
-
-def field_help(cls: type) -> dict[str, str]:
-    """Dotted key -> help text (with the default), for ``--help`` output."""
-    out: dict[str, str] = {}
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            for k, v in field_help(tp).items():  # type: ignore[arg-type]
-                out[f"{f.name}.{k}"] = v
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
-        text = f.metadata.get("help", "")
-        out[f.name] = f"{text} (default: {to_dict(default)!r})".strip()
-    return out

@@ -98,12 +98,6 @@ class Observation:
         w, h = self.screen_size
         return (min(max(px / w, 0.0), 1.0), min(max(py / h, 0.0), 1.0))
 
-    def element_at(self, x: float, y: float) -> UIElement | None:
-        """The smallest element containing the normalised point, if any."""
-        px, py = self.to_pixels(x, y)
-        hits = [e for e in self.elements if e.contains(px, py)]
-        return min(hits, key=lambda e: e.area) if hits else None
-
     def same_screen(self, other: Observation) -> bool:
         """True when ``other`` shows the same thing: instruction, UI elements and pixels
         (neither history nor ``extras`` are compared)."""

@@ -252,9 +252,9 @@ def test_server_started_and_stopped_with_devices():
     refs = mw._Server.refs
     dev = make("miniwob/focus-text", screenshot=False)
     dev.reset(seed=0)
-    assert mw.server_running() and mw._Server.refs == refs + 1
+    assert mw._Server.httpd is not None and mw._Server.refs == refs + 1
     dev.close()
-    assert mw._Server.refs == refs and mw.server_running() == (refs > 0)
+    assert mw._Server.refs == refs and (mw._Server.httpd is not None) == (refs > 0)
     with pytest.raises(ConfigError, match="serve"):
         make("miniwob/focus-text", serve="ftp")
 

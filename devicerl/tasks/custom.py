@@ -88,10 +88,6 @@ class SuiteFile:
     )
 
 
-def is_suite_file(spec: str) -> bool:
-    return spec.strip().lower().endswith(SUFFIXES)
-
-
 def load_suite(path: str | Path) -> list[Task]:
     """The tasks of a suite file; any problem is a `TaskError` in one line naming the file."""
     p = Path(path)

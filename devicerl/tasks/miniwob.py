@@ -184,11 +184,6 @@ class _Server:
                 cls.refs = 0
 
 
-def server_running() -> bool:
-    """Whether this process's MiniWoB HTTP server is up (for tests)."""
-    return _Server.httpd is not None
-
-
 # -- the suite -------------------------------------------------------------------------------
 _RESET_JS = """(async () => {
   if (typeof core === "undefined") throw new Error("this page is not a MiniWoB task");

@@ -89,11 +89,6 @@ class AndroidEnv(DeviceEnv):
         self._apps: AppCatalog | None = None  # the phone's launchable apps (per connection)
 
     # -- connection ---------------------------------------------------------------------------
-    @property
-    def connected_serial(self) -> str | None:
-        """The serial of the device in use (None before the first reset or after a failure)."""
-        return self._link.serial if self._link is not None else None
-
     def _connect(self) -> AdbLink:
         """The link to the device, (re)connecting and (re)claiming as needed."""
         if self._link is not None:
