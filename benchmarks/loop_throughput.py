@@ -63,7 +63,7 @@ from devicerl.tasks import TaskSampler, resolve
 SUITE = "miniwob-dev"
 SETUP = "miniwob-digirl-tuned"
 #: What ``--pixels`` changes: screenshots, and the agent's pixel features.
-PIXELS = ("env.kwargs.screenshot=true", "agent.small.inputs=[pixels]")
+PIXELS = ("env.options.screenshot=true", "agent.small.inputs=[pixels]")
 
 
 def setup_config(args: argparse.Namespace, folder: Path | None = None) -> TrainConfig:
@@ -87,7 +87,7 @@ def raw(cfg: TrainConfig, seconds: float) -> dict[str, float]:
     ready, go, stop = threading.Barrier(cfg.env.num_envs + 1), threading.Event(), threading.Event()
 
     def device(i: int) -> None:
-        env = make(cfg.env.name, **cfg.env.kwargs)
+        env = make(cfg.env.name, cfg.env.options)
         rng = random.Random(i)
         try:
             for t in tasks:  # warm-up: every task's page opened once

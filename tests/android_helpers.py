@@ -73,6 +73,12 @@ def device(serial: str = "emulator-5554", n_screens: int = 3, **kw) -> FakeDevic
     return FakeDevice(serial, [screen(k, *size) for k in range(n_screens)], **kw)
 
 
+def connected_serial(env) -> str | None:
+    """The serial of the device an `AndroidEnv` uses (None before its first reset or after a
+    failure)."""
+    return env._link.serial if env._link is not None else None
+
+
 def env_kwargs(port: int, **kw) -> dict:
     """Options for a fast test device on the fake server at ``port``."""
     base = {"adb_port": port, "step_settle_s": 0.0, "reset_settle_s": 0.0}

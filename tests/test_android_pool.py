@@ -157,7 +157,7 @@ def test_vlm_judge_labels_android_episodes(tmp_path) -> None:
 
 def test_the_aitw_training_config_builds_android_devices() -> None:
     cfg = load_config(TrainConfig, config_source("aitw-autoui-digirl-online"))
-    recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, dict(cfg.env.kwargs)))
+    recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, cfg.env.options))
     env = recipe.make()  # no device I/O until the first reset
     assert isinstance(env, AndroidEnv) and env.serial is None and env.adb_port == 5037
     env.close()

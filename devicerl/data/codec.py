@@ -58,10 +58,6 @@ def check_codec(codec: str) -> str:
     return codec
 
 
-def is_lossless(codec: str) -> bool:
-    return _parse_spec(codec)[0] in ("png", "webp-lossless", "raw")
-
-
 def encode_image(pixels: np.ndarray, codec: str = DEFAULT_CODEC) -> bytes:
     """H x W x 3 uint8 pixels -> compressed bytes in ``codec``."""
     name, arg = _parse_spec(codec)
@@ -159,14 +155,6 @@ def decode_image(data: bytes) -> np.ndarray:
         raise
     except Exception as e:
         raise DataError(f"cannot decode {fmt} image: {e}") from None
-
-
-def to_browser_image(data: bytes) -> tuple[bytes, str]:
-    """Bytes a browser can show, and their file extension (re-encodes ``raw`` as PNG)."""
-    fmt = image_format(data)
-    if fmt == "raw":
-        return encode_image(decode_image(data), "png"), "png"
-    return data, "jpg" if fmt == "jpeg" else fmt
 
 
 def image_error(a: np.ndarray, b: np.ndarray) -> dict[str, float]:

@@ -40,8 +40,8 @@ import pyarrow.parquet as pq
 
 from devicerl.data.codec import DEFAULT_CODEC, check_codec
 from devicerl.data.schema import (
-    ADDED_AFTER_V1,
     EPISODE_COLUMNS,
+    LAYOUT,
     META_VERSION,
     SCHEMA,
     STORE_VERSION,
@@ -269,9 +269,7 @@ def _open_shard(path: Path) -> pq.ParquetFile:
             f"{path} has store version {int(version)}, newer than this devicerl "
             f"({STORE_VERSION}); upgrade devicerl to read it"
         )
-    names = set(schema.names)
-    later = () if int(version) >= STORE_VERSION else ADDED_AFTER_V1
-    missing = [n for n in SCHEMA.names if n not in names and n not in later]
+    missing = sorted(LAYOUT.required - set(schema.names))
     if missing:
         raise DataError(f"trajectory shard {path} lacks columns {missing}")
     return pf
@@ -289,11 +287,11 @@ def _read(
         table = pf.read(columns=[c for c in wanted if c in present])
     except Exception as e:
         raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
-    for i, name in enumerate(wanted):  # an older shard lacks the columns added since: unset
+    for name in wanted:  # an older shard lacks the columns added since: their defaults
         if name not in present:
             field = SCHEMA.field(name)
-            table = table.add_column(i, field, pa.nulls(table.num_rows, field.type))
-    return table
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(wanted)
 
 
 class TrajectoryStore:

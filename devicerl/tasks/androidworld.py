@@ -117,7 +117,7 @@ def androidworld_needs() -> list[str]:
         f"[{state}]",
         f"its suite: {suite} ({FAMILY_VARIABLE}, {SEED_VARIABLE}, {COMBINATIONS_VARIABLE})",
         f"the same emulator over adb for the androidworld device [{_adb_state()}]; several "
-        "emulators: env.kwargs servers: {serial: url}",
+        "emulators: env.options servers: {serial: url}",
     ]
 
 

@@ -38,7 +38,6 @@ import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from devicerl.actions import Action, ActionType
@@ -49,6 +48,7 @@ from devicerl.envs.androidworld.client import (
     Instance,
     check_url,
 )
+from devicerl.envs.androidworld.options import AndroidWorldOptions
 from devicerl.envs.base import DeviceEnv
 from devicerl.errors import ConfigError, DeviceError, TaskError
 from devicerl.records import Observation, Task, TaskStatus
@@ -67,32 +67,20 @@ class AndroidWorldEnv(AndroidEnv):
     """
 
     name = "androidworld"
-    #: `check_options` accepts the android device's options too.
-    forwards_options_to = "devicerl.envs.android.env:AndroidEnv"
 
     def __init__(
-        self,
-        task: Task | str | None = None,
-        *,
-        servers: Mapping[str, str] | None = None,
-        server_timeout_s: float = 300.0,
-        **options: Any,
+        self, task: Task | str | None = None, options: AndroidWorldOptions | None = None
     ) -> None:
-        if options.get("snapshot"):
-            raise ConfigError(
-                "androidworld: no snapshot option: AndroidWorld's task initialisation sets the "
-                "emulator's state, and a snapshot loaded after it would undo it"
-            )
-        if server_timeout_s <= 0:
-            raise ConfigError(f"androidworld: server_timeout_s must be > 0, got {server_timeout_s}")
-        self.servers = {str(s): check_url(u, f"servers[{s}]") for s, u in (servers or {}).items()}
+        o = options if options is not None else AndroidWorldOptions()
+        self.servers = {str(k): check_url(u, f"servers[{k}]") for k, u in (o.servers or {}).items()}
         self.default_url: str | None = None
         if self.servers:
-            picked = [options.get("serial")] if options.get("serial") else options.get("serials")
+            picked = [o.serial] if o.serial else o.serials
             unknown = [s for s in picked or () if s not in self.servers]
             if unknown:
                 raise ConfigError(f"androidworld: serial {unknown[0]!r} has no entry in servers")
-            options.setdefault("serials", list(self.servers))
+            if o.serials is None:
+                o = dataclasses.replace(o, serials=tuple(self.servers))
         else:
             url = os.environ.get(URL_VARIABLE)
             if not url:
@@ -101,8 +89,8 @@ class AndroidWorldEnv(AndroidEnv):
                     "the device option servers: {serial: url}"
                 )
             self.default_url = check_url(url, URL_VARIABLE)
-        super().__init__(task, **options)
-        self.server_timeout_s = server_timeout_s
+        super().__init__(task, o)
+        self.server_timeout_s = o.server_timeout_s
         self._clients: dict[str, AndroidWorldClient] = {}
         #: The task this device initialised and has not torn down, on its server.
         self._open: tuple[AndroidWorldClient, Instance] | None = None
