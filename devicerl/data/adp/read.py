@@ -162,7 +162,10 @@ class _Images:
             raise ValueError(f"{where}: image {name!r} is not in the dataset folder {self.root}")
         from devicerl.data.codec import decode_image
 
-        pixels = decode_image(read_bytes(path, MAX_IMAGE_BYTES, within=self.root, what="image"))
+        try:
+            pixels = decode_image(read_bytes(path, MAX_IMAGE_BYTES, within=self.root, what="image"))
+        except DataError as e:
+            raise ValueError(f"{where}: image {name!r}: {e}") from None
         if len(self.cache) > 64:
             self.cache.clear()
         self.cache[name] = pixels
