@@ -353,3 +353,26 @@ def test_import_again_adds_nothing_and_the_cli_reports_counts(tmp_path, capsys) 
     assert "exported 1 trajectories (3 steps, 4 images) as ADP" in capsys.readouterr().out
     assert main(["export", str(out), "--format", "adp", "--out", str(exported)]) == 2
     assert "exists" in capsys.readouterr().err
+
+
+def test_the_viewer_opens_an_import_like_its_own_runs(tmp_path, capsys) -> None:
+    """An import folder's report: every step with its screenshot (or, without one, a wireframe
+    of its elements), its action and its text; the invalid action of an unmapped call shows the
+    call it kept."""
+    src = _android_control(tmp_path / "ac")
+    blind = make("synthetic", screen=(64, 96), n_boxes=3, render=False)
+    dom_only = _play(blind, "synthetic/tap", [Action.tap(0.9, 0.9)], seed=2)
+    blind.close()
+    export_adp([dom_only], tmp_path / "dom")
+    out = tmp_path / "imported"
+    assert main(["import-adp", str(src), str(tmp_path / "dom"), "--out", str(out)]) == 0
+    assert main(["view", str(out)]) == 0
+    assert "2 of 2 episodes" in capsys.readouterr().out
+    page = (out / "report" / "index.html").read_text()
+    n = dom_only.length
+    assert page.count('class="step"') == 3 + n and page.count('class="step final"') == 2
+    assert page.count('alt="screenshot"') == 4  # the AndroidControl screens: 3 steps, final
+    assert page.count('class="wire"') == n + 1  # the screens without a screenshot
+    assert "no devicerl action for ADP function &#x27;open_app&#x27;" in page
+    assert "Open Zoho Meet, view the meetings." in page and "thinking 1: tap(0.900" in page
+    assert dom_only.steps[0].observation.elements[0].text in page

@@ -13,7 +13,6 @@ policy could not parse) are not rows: they teach no action (`ChatStats.invalid` 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -24,13 +23,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from devicerl.actions import Action
-from devicerl.data.codec import encode_image
-from devicerl.errors import ConfigError
+from devicerl.data.image_files import ImageFiles
+from devicerl.errors import ConfigError, DataError
 from devicerl.records import Observation, Trajectory
 
 JSONL_NAME = "chat.jsonl"
 HF_DIR = "hf"
-IMAGES = "images"
 
 
 class ChatCodec(Protocol):
@@ -55,31 +53,8 @@ class ChatStats:
     images: int = 0
 
 
-class _Images:
-    def __init__(self, root: Path, size: tuple[int, int] | None, stats: ChatStats) -> None:
-        self.root, self.size, self.stats = root, size, stats
-        self.seen: set[str] = set()
-
-    def path(self, pixels: Any) -> str:
-        h = hashlib.sha256(pixels.tobytes())
-        h.update(repr((pixels.shape, self.size)).encode())
-        rel = f"{IMAGES}/{h.hexdigest()[:32]}.png"
-        if rel not in self.seen:
-            if self.size is not None and (pixels.shape[1], pixels.shape[0]) != self.size:
-                import numpy as np
-                from PIL import Image
-
-                img = Image.fromarray(pixels).resize(self.size, Image.Resampling.BICUBIC)
-                pixels = np.asarray(img)
-            (self.root / IMAGES).mkdir(exist_ok=True)
-            (self.root / rel).write_bytes(encode_image(pixels, "png"))
-            self.seen.add(rel)
-            self.stats.images += 1
-        return rel
-
-
 def chat_rows(
-    t: Trajectory, codec: ChatCodec, images: _Images, stats: ChatStats
+    t: Trajectory, codec: ChatCodec, images: ImageFiles, stats: ChatStats
 ) -> list[dict[str, Any]]:
     """The rows of one trajectory: a step's observation as the policy saw it (with the
     episode's earlier actions), the chat it read and the action it took as the answer."""
@@ -122,13 +97,16 @@ def export_chat(
     work = out.with_name(f".{out.name}.exporting-{uuid.uuid4().hex[:8]}")
     work.mkdir(parents=True)
     try:
-        images = _Images(work, image_size, stats)
+        images = ImageFiles(work, image_size)
         with open(work / JSONL_NAME, "w", encoding="utf-8") as f:
             for t in trajectories:
                 for row in chat_rows(t, codec, images, stats):
                     f.write(json.dumps(row, ensure_ascii=False) + "\n")
                     stats.rows += 1
                 stats.trajectories += 1
+        stats.images = images.written
+        if not stats.trajectories:
+            raise DataError("no episode to export: none matches the filters")
         if hf:
             _save_hf(work)
         os.rename(work, out)
@@ -156,4 +134,10 @@ def _save_hf(folder: Path) -> None:
             row = json.loads(line)
             row["images"] = [{"bytes": (folder / p).read_bytes(), "path": p} for p in row["images"]]
             rows.append(row)
-    datasets.Dataset.from_list(rows, features=features).save_to_disk(str(folder / HF_DIR))
+    quiet = datasets.are_progress_bars_disabled()
+    datasets.disable_progress_bars()  # a command's output is its summary line
+    try:
+        datasets.Dataset.from_list(rows, features=features).save_to_disk(str(folder / HF_DIR))
+    finally:
+        if not quiet:
+            datasets.enable_progress_bars()

@@ -13,7 +13,6 @@ elements then go whole into the details). ``details``: `devicerl.data.adp.detail
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -27,14 +26,14 @@ from typing import Any
 from devicerl.data.adp.details import Details, StepExtra
 from devicerl.data.adp.elements import annotation, element_record, fixes
 from devicerl.data.adp.vocab import Screen, from_call, to_call
-from devicerl.data.codec import encode_image
+from devicerl.data.image_files import ImageFiles
+from devicerl.errors import DataError
 from devicerl.records import Observation, Step, Trajectory
 
 #: The ADP standardized schema version written (neulab/agent-data-protocol schema/version.py).
 SCHEMA_VERSION = "1.2.0"
 #: The file a folder export writes its trajectories to.
 JSONL_NAME = "trajectories.jsonl"
-IMAGES = "images"
 
 
 @dataclass
@@ -42,25 +41,6 @@ class ExportStats:
     trajectories: int = 0
     steps: int = 0
     images: int = 0
-
-
-class _Images:
-    """Writes screenshots as PNG files named by a hash of their pixels, each once."""
-
-    def __init__(self, root: Path, stats: ExportStats) -> None:
-        self.root, self.stats = root, stats
-        self.seen: set[str] = set()
-
-    def path(self, pixels: Any) -> str:
-        h = hashlib.sha256(pixels.tobytes())
-        h.update(repr(pixels.shape).encode())
-        rel = f"{IMAGES}/{h.hexdigest()[:32]}.png"
-        if rel not in self.seen:
-            (self.root / IMAGES).mkdir(exist_ok=True)
-            (self.root / rel).write_bytes(encode_image(pixels, "png"))
-            self.seen.add(rel)
-            self.stats.images += 1
-        return rel
 
 
 def is_web(obs: Observation) -> bool:
@@ -72,7 +52,7 @@ def _screen(obs: Observation) -> Screen:
     return Screen(obs.screen_size, obs.elements, is_web(obs))
 
 
-def _observation(obs: Observation, images: _Images) -> tuple[dict[str, Any], dict[str, Any]]:
+def _observation(obs: Observation, images: ImageFiles) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ADP observation of ``obs`` (empty: none to write, a screen of another device without
     a screenshot) and what the details must add to give it back exactly (`read_screen_extra`
     in the reader: ``size``, whole ``elements`` or element ``fixes``)."""
@@ -124,7 +104,7 @@ def _action(step: Step, extra: StepExtra) -> dict[str, Any]:
     }
 
 
-def trajectory_record(t: Trajectory, images: _Images) -> dict[str, Any]:
+def trajectory_record(t: Trajectory, images: ImageFiles) -> dict[str, Any]:
     """One trajectory as an ADP standardized trajectory (a JSON object)."""
     content: list[dict[str, Any]] = [
         {"class_": "text_observation", "content": t.instruction, "source": "user"}
@@ -170,13 +150,16 @@ def export_adp(trajectories: Iterable[Trajectory], out: str | Path) -> ExportSta
     work = out.with_name(f".{out.name}.exporting-{uuid.uuid4().hex[:8]}")
     work.mkdir(parents=True)
     try:
-        images = _Images(work, stats)
+        images = ImageFiles(work)
         with open(work / JSONL_NAME, "w", encoding="utf-8") as f:
             for t in trajectories:
                 record = trajectory_record(t, images)
                 f.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
                 stats.trajectories += 1
                 stats.steps += t.length
+        stats.images = images.written
+        if not stats.trajectories:
+            raise DataError("no episode to export: none matches the filters")
         os.rename(work, out)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
