@@ -30,7 +30,7 @@ from devicerl.runtime.setup.config import TrainConfig
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
 FIXTURE = Path(__file__).parent / "data" / "adp" / "miniwob"
-MINIWOB = "miniwob/click-button,miniwob/click-link,miniwob/focus-text,miniwob/click-dialog"
+MINIWOB = "miniwob/click-button,miniwob/click-link,miniwob/focus-text-2,miniwob/click-dialog-2"
 ON_MINIWOB = [
     "env.name=browser",
     "env.kwargs={screenshot: false, task_pages: 1}",

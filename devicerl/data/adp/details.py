@@ -5,9 +5,10 @@ Readable keys: ``task``, ``seed``, ``end_reason``, ``success`` (``true``/``false
 rest: the episode id, device, phase, step budget, truncation cause, the judge's whole
 `Judgement`, a human's ``ground_truth``, and per step (aligned with the trajectory's actions) the
 log-prob, policy version, termination flags, per-step verdict and what makes the step's screen
-and action exact (`StepExtra`). Keys of ``details`` that are not ours (another converter's
-metadata) are kept on import in ``Trajectory.extras["adp"]["details"]`` and written back on
-export.
+and action exact (`StepExtra`). The readable keys are read back only beside ``devicerl``
+(elsewhere a ``task`` or ``success`` key is another converter's). Keys that are not ours
+(another converter's metadata) are kept on import in ``Trajectory.extras["adp"]["details"]`` and
+written back on export, but for those named like our readable keys, which ours replace.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ class Details:
         """The details of an ADP trajectory (any converter's); `ValueError` names a field that
         is present but malformed."""
         details = _object(details, "details")
+        if KEY not in details:  # another converter's metadata: none of its keys are ours
+            return cls(foreign=dict(details))
         out = cls(foreign={k: v for k, v in details.items() if k != KEY and k not in READABLE})
         if isinstance(details.get("task"), str) and details["task"]:
             out.task = details["task"]
@@ -142,8 +145,7 @@ class Details:
                                  f"{[r.value for r in EndReason]}") from None  # fmt: skip
         if "success" in details:
             out.success = _flag(_parsed(details["success"], "details.success"), "details.success")
-        if KEY in details:
-            out._read_ours(details[KEY])
+        out._read_ours(details[KEY])
         return out
 
     def _read_ours(self, text: Any) -> None:

@@ -25,7 +25,7 @@ from devicerl.envs import make  # noqa: E402
 from devicerl.runtime.acting.rollout import rollout  # noqa: E402
 from devicerl.tasks import SEED_RANGES  # noqa: E402
 
-TASKS = ("click-button", "click-link", "focus-text", "click-dialog")
+TASKS = ("click-button", "click-link", "focus-text-2", "click-dialog-2")
 DEMONSTRATIONS, RANDOM = 8, 6
 OUT = Path(__file__).resolve().parent / "miniwob"
 
