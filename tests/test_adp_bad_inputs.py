@@ -87,6 +87,10 @@ CASES = {
         json.dumps(_record(details={"devicerl": '{"steps": [{"log_prob": "x"}]}'})),
         "details.devicerl.steps[0].log_prob 'x' is not a finite number",
     ),
+    "details out of line with the actions": (
+        json.dumps(_record(details={"devicerl": '{"steps": [{}, {}]}'})),
+        "details.devicerl.steps holds 2 entries for 1 actions",
+    ),
     "absolute image path": (
         json.dumps(_with(_image_observation("/etc/hostname"), _action())),
         "image path '/etc/hostname' leads outside the dataset folder: refused",
@@ -149,6 +153,18 @@ def test_malformed_input_is_one_line_and_writes_nothing(dataset, tmp_path, capsy
     assert not (tmp_path / "new").exists()
     assert _tree(existing) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "existing", "secret.png"]
+
+
+def test_a_trajectorys_images_have_a_decoded_budget(dataset, monkeypatch, capsys) -> None:
+    import devicerl.data.adp.read as read
+
+    monkeypatch.setattr(read, "MAX_DECODED_BYTES", 100)  # one 8x8 screen decodes to 192 bytes
+    (dataset / "one.jsonl").write_text(GOOD + "\n")
+    assert main(["import-adp", str(dataset / "one.jsonl"), "--out", str(dataset / "o")]) == 2
+    assert "line 1: content[1].content: the trajectory's images decode to more than" in (
+        capsys.readouterr().err
+    )
+    assert not (dataset / "o").exists()
 
 
 def test_a_json_array_file_names_the_trajectory(dataset, capsys) -> None:

@@ -14,9 +14,10 @@ is a positive total reward, and episode ids come from the file's content and the
 
 Files are data that must never choose a path: an image is read only from inside the folder that
 holds the file (a relative path without ``..``, resolving inside it, a regular file of at most
-`MAX_IMAGE_BYTES`, decoded within `devicerl.data.codec.MAX_PIXELS`); a missing or refused image,
-a malformed value (wrong type, non-finite or huge number) or more than `MAX_STEPS` steps is a
-`DataError` naming the file, the line and the field.
+`MAX_IMAGE_BYTES`, decoded within `devicerl.data.codec.MAX_PIXELS`, at most `MAX_DECODED_BYTES`
+a trajectory); a missing or refused image, a malformed value (wrong type, non-finite or huge
+number), more than `MAX_STEPS` steps, or per-step details that do not line up with the actions
+are a `DataError` naming the file, the line and the field.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
 MAX_LINE_BYTES = 64 << 20
 #: The most steps one trajectory may hold.
 MAX_STEPS = 10_000
-#: The largest image file read.
+#: The largest image file read, and the most bytes one trajectory's images may decode to.
 MAX_IMAGE_BYTES = 32 << 20
+MAX_DECODED_BYTES = 2 << 30
 #: The largest reward a step may carry (in absolute value).
 MAX_REWARD = 1e6
 #: ADP standardized schema versions read (major version 1).
@@ -142,6 +144,12 @@ class _Images:
         self.root = root.resolve()
         self.stats = stats
         self.cache: dict[str, np.ndarray] = {}
+        self.decoded = 0
+
+    def start(self) -> None:
+        """A new trajectory: its images are decoded afresh and count against its budget."""
+        self.cache.clear()
+        self.decoded = 0
 
     def load(self, name: Any, where: str) -> np.ndarray:
         if not isinstance(name, str) or not name.strip():
@@ -166,9 +174,11 @@ class _Images:
             pixels = decode_image(read_bytes(path, MAX_IMAGE_BYTES, within=self.root, what="image"))
         except DataError as e:
             raise ValueError(f"{where}: image {name!r}: {e}") from None
-        if len(self.cache) > 64:
-            self.cache.clear()
-        self.cache[name] = pixels
+        self.decoded += pixels.nbytes
+        if self.decoded > MAX_DECODED_BYTES:
+            limit = f"{MAX_DECODED_BYTES >> 30} GiB"
+            raise ValueError(f"{where}: the trajectory's images decode to more than {limit}")
+        self.cache[name] = pixels  # the observations hold the pixels anyway: no extra memory
         self.stats.images += 1
         return pixels
 
@@ -374,13 +384,13 @@ def _instruction(walk: _Walk, details: Details) -> str:
 def _trajectory(record: Any, images: _Images, stats: ReadStats, source: str) -> Trajectory:
     record = _check_header(record)
     details = Details.read(record.get("details") or {})
-    images.cache.clear()
+    images.start()
     walk = _walk(record["content"], images, stats)
-    extras = (
-        details.steps
-        if details.steps is not None and len(details.steps) == len(walk.steps)
-        else None
-    )
+    extras = details.steps
+    if extras is not None and len(extras) != len(walk.steps):
+        raise ValueError(
+            f"details.devicerl.steps holds {len(extras)} entries for {len(walk.steps)} actions"
+        )
     instruction = _instruction(walk, details)
     steps: list[Step] = []
     seen: _Seen | None = None
