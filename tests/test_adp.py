@@ -35,6 +35,12 @@ EVERY = [
     Action.enter(),
     Action.invalid('{"type": "FLY"', "unknown action type 'FLY'"),
     Action.tap(0.3, 0.7),  # 0.7 * 96 / 96 is not 0.7: the exact value goes in the details
+    Action.long_press(0.5, 0.25),
+    Action.long_press(0.75, 0.125, duration_s=2.5),
+    Action.open_app("Zoho Meeting"),
+    Action.wait(),
+    Action.wait(0.25),
+    Action.answer("It is 21 °C in Paris"),
     Action.impossible(),
 ]
 
@@ -75,7 +81,12 @@ def test_synthetic_runs_round_trip_exactly(tmp_path) -> None:
     actions = [c for c in line["content"] if c["class_"] == "api_action"]
     assert [a["function"] for a in actions] == [
         "click", "swipe", "input_text", "navigate_back", "navigate_home", "keyboard_enter",
-        "invalid", "click", "status",
+        "invalid", "click", "long_press", "long_press", "open_app", "wait", "wait", "answer",
+        "status",
+    ]  # fmt: skip
+    assert [a["kwargs"] for a in actions[8:14]] == [
+        {"x": 32.0, "y": 24.0}, {"x": 48.0, "y": 12.0, "duration_s": 2.5},
+        {"app_name": "Zoho Meeting"}, {}, {"seconds": 0.25}, {"text": "It is 21 °C in Paris"},
     ]  # fmt: skip
     assert actions[0]["kwargs"] == {"x": 16.0, "y": 48.0}  # pixels of the 64x96 screenshot
     assert actions[-1]["kwargs"] == {"goal_status": "infeasible"}
@@ -129,6 +140,8 @@ def test_browser_runs_round_trip_exactly(tmp_path, screenshot) -> None:
 
 ANDROID = [
     Action.tap(0.5, 0.55),
+    Action.long_press(0.5, 0.55),
+    Action.wait(0.1),
     Action.swipe(0.5, 0.9, 0.5, 0.1),
     Action.type_text("wifi"),
     Action.back(),
@@ -138,7 +151,10 @@ ANDROID = [
 
 def test_android_runs_round_trip_exactly(tmp_path) -> None:
     task = Task(
-        "aitw/general/0001", instruction="Open the settings app", max_steps=6, env="android"
+        "aitw/general/0001",
+        instruction="Open the settings app",
+        max_steps=len(ANDROID) + 1,
+        env="android",
     )
     with FakeAdbServer([device(n_screens=4)]) as srv:
         env = make(
@@ -153,7 +169,9 @@ def test_android_runs_round_trip_exactly(tmp_path) -> None:
     (back,), (line,) = round_trip([played], tmp_path)
     same(played, back)
     functions = [c["function"] for c in line["content"] if c["class_"] == "api_action"]
-    assert functions == ["click", "swipe", "input_text", "navigate_back", "status"]
+    assert functions == [
+        "click", "long_press", "wait", "swipe", "input_text", "navigate_back", "status"
+    ]  # fmt: skip
 
 
 # -- the vocabularies --------------------------------------------------------------------------
@@ -166,9 +184,11 @@ WEB = Screen((200, 400), PHONE.elements, web=True)
 def test_every_action_maps_to_a_call_and_back(screen, action) -> None:
     function, kwargs = to_call(action, screen)
     back = from_call(function, kwargs, screen)
-    assert back.type is action.type and back.text == action.text and back.raw == action.raw
-    if action.touch is not None:
-        assert np.allclose((*back.touch, *back.lift), (*action.touch, *action.lift), atol=1e-12)
+    for field in ("type", "text", "raw", "reason", "app", "duration_s"):
+        assert getattr(back, field) == getattr(action, field), field
+    points = [p for p in (action.touch, action.lift) if p is not None]
+    back_points = [p for p in (back.touch, back.lift) if p is not None]
+    assert np.allclose(back_points, points, atol=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -190,6 +210,13 @@ def test_every_action_maps_to_a_call_and_back(screen, action) -> None:
         ("status", {"goal_status": "complete"}, Action.complete()),
         ("send_msg_to_user", {"text": ""}, Action.complete()),
         ("report_infeasible", {"reason": "no such flight"}, Action.impossible()),
+        ("send_msg_to_user", {"text": "Paris"}, Action.answer("Paris")),
+        ("answer", {"text": "42"}, Action.answer("42")),
+        ("long_press", {"index": 0}, Action.long_press(0.2, 0.15)),
+        ("long_press", {"x": 50, "y": 100, "duration_s": 3}, Action.long_press(0.25, 0.25, 3.0)),
+        ("open_app", {"app_name": "Zoho Meeting"}, Action.open_app("Zoho Meeting")),
+        ("wait", {}, Action.wait()),
+        ("wait", {"seconds": 2}, Action.wait(2.0)),
     ],
 )
 def test_foreign_vocabularies_are_read(function, kwargs, expected) -> None:
@@ -199,15 +226,15 @@ def test_foreign_vocabularies_are_read(function, kwargs, expected) -> None:
 @pytest.mark.parametrize(
     "function,kwargs,why",
     [
-        ("open_app", {"app_name": "Zoho Meeting"}, "no devicerl action for ADP function"),
-        ("wait", {}, "no devicerl action"),
-        ("long_press", {"x": 5, "y": 5}, "no devicerl action"),
+        ("double_tap", {"x": 5, "y": 5}, "no devicerl action for ADP function"),
+        ("wait", {"seconds": 60}, "seconds 60 is outside (0, 10] seconds"),
+        ("open_app", {"app_name": ""}, "OPEN_APP needs a non-empty app name"),
+        ("answer", {"text": "  "}, "an empty answer"),
         ("click", {"xpath": "//*[@id='x']"}, "names no point and no element"),
         ("click", {"bid": "zz"}, "'zz' is not on the screen"),
         ("click", {"x": 500, "y": 10}, "outside the 200x400 screen"),
         ("type", {"xpath": "//input", "value": "x"}, "two actions here"),
         ("fill", {"bid": "a12", "value": "x"}, "no devicerl action"),
-        ("send_msg_to_user", {"text": "Paris"}, "no answer action"),
         ("scroll", {"direction": "sideways"}, "unknown direction"),
     ],
 )
@@ -272,12 +299,10 @@ def _android_control(root: Path) -> Path:
 def test_an_android_control_shaped_file_imports_and_round_trips(tmp_path) -> None:
     src = _android_control(tmp_path / "ac")
     stats = import_adp([src], tmp_path / "s1")
-    assert stats.trajectories == 1 and stats.read.unmapped == {"open_app": 1}
+    assert stats.trajectories == 1 and stats.read.unmapped == {}
     (t,) = TrajectoryStore(tmp_path / "s1").read_all()
     assert t.instruction == "Open Zoho Meet, view the meetings." and t.task.startswith("adp/")
-    assert [s.action.type for s in t.steps] == [ActionType.INVALID, ActionType.DUAL_POINT,
-                                                ActionType.DUAL_POINT]  # fmt: skip
-    assert "open_app" in t.steps[0].action.raw and "Zoho Meeting" in t.steps[0].action.raw
+    assert t.steps[0].action == Action.open_app("Zoho Meeting")
     assert t.steps[1].action == Action.tap(73 / 108, 21 / 240)
     assert t.steps[2].action.swipe_direction == "up"  # the content scrolls down
     assert t.steps[1].info == {"description": "tap search"}
@@ -344,7 +369,7 @@ def test_import_again_adds_nothing_and_the_cli_reports_counts(tmp_path, capsys) 
     out = tmp_path / "imported"
     assert main(["import-adp", str(src.parent), "--out", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "imported 1 trajectories (3 steps" in said and "(open_app: 1)" in said
+    assert "imported 1 trajectories (3 steps" in said and "stored as invalid actions: 0" in said
     assert main(["import-adp", str(src), "--out", str(out)]) == 0
     assert "imported 0 trajectories" in capsys.readouterr().out
     assert len(TrajectoryStore(out / "trajectories")) == 1
@@ -357,8 +382,7 @@ def test_import_again_adds_nothing_and_the_cli_reports_counts(tmp_path, capsys) 
 
 def test_the_viewer_opens_an_import_like_its_own_runs(tmp_path, capsys) -> None:
     """An import folder's report: every step with its screenshot (or, without one, a wireframe
-    of its elements), its action and its text; the invalid action of an unmapped call shows the
-    call it kept."""
+    of its elements), its action and its text."""
     src = _android_control(tmp_path / "ac")
     blind = make("synthetic", screen=(64, 96), n_boxes=3, render=False)
     dom_only = _play(blind, "synthetic/tap", [Action.tap(0.9, 0.9)], seed=2)
@@ -373,6 +397,6 @@ def test_the_viewer_opens_an_import_like_its_own_runs(tmp_path, capsys) -> None:
     assert page.count('class="step"') == 3 + n and page.count('class="step final"') == 2
     assert page.count('alt="screenshot"') == 4  # the AndroidControl screens: 3 steps, final
     assert page.count('class="wire"') == n + 1  # the screens without a screenshot
-    assert "no devicerl action for ADP function &#x27;open_app&#x27;" in page
+    assert "open_app(&#x27;Zoho Meeting&#x27;)" in page
     assert "Open Zoho Meet, view the meetings." in page and "thinking 1: tap(0.900" in page
     assert dom_only.steps[0].observation.elements[0].text in page

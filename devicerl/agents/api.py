@@ -9,15 +9,23 @@ retries (`ChatError`) or a reply that does not parse becomes an invalid action w
 concurrently from threads, bounded by the client's concurrency cap. The API key is read from the
 environment variable named in ``ChatConfig.api_key_env``.
 
+A failing endpoint costs each episode a bounded time, not each action: an episode's requests
+share one failure budget (as many failed attempts in all as the client makes for one request,
+its retries + 1, each ``chat.timeout_s`` at most; the collector names each observation's
+episode). Once it is spent the episode's remaining
+actions are invalid at once, without a request, with the reason; a later episode starts with a
+fresh budget. `close` cancels what is in flight.
+
 It has no log-probabilities: ``trainable`` is False, `log_prob` raises a clear error and
 trainers refuse it (`require_trainable`); evaluation and data collection work.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +33,12 @@ from devicerl.actions import Action, parse_autoui
 from devicerl.agents.base import ActionSample, Policy
 from devicerl.agents.prompt import system_prompt, user_prompt
 from devicerl.clients.chat import (
+    CallBudget,
     ChatAuthError,
     ChatClient,
     ChatConfig,
     ChatError,
+    call_budget,
     image_part,
     text_part,
 )
@@ -37,6 +47,8 @@ from devicerl.records import Observation
 
 #: Longest UI-element list in a prompt; decimals of coordinates in prompts and replies.
 MAX_ELEMENTS, PRECISION = 50, 3
+#: Episodes whose budgets are remembered (the oldest are forgotten: they ended long ago).
+MAX_EPISODES = 4096
 
 
 @dataclass
@@ -62,6 +74,7 @@ class APIAgent(Policy):
     `MAX_ELEMENTS` UI elements as text; ``temperature``: sampling temperature (0: greedy)."""
 
     trainable = False
+    uses_episodes = True  #: `act` gets each observation's episode key (``episodes=``)
 
     @property
     def uses_history(self) -> bool:  # type: ignore[override]
@@ -87,6 +100,22 @@ class APIAgent(Policy):
         self.include_elements = bool(include_elements)
         self.client = client or ChatClient(self.config.chat, temperature=self.temperature)
         self._system = system_prompt(PRECISION)
+        self._budgets: OrderedDict[Hashable, CallBudget] = OrderedDict()
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+
+    def budget(self, episode: Hashable | None) -> CallBudget:
+        """The failure budget of ``episode`` (None: a fresh one, for this action alone)."""
+        attempts = self.client.max_retries + 1
+        if episode is None:
+            return CallBudget(attempts, cancel=self._cancel)
+        with self._lock:
+            budget = self._budgets.get(episode)
+            if budget is None:
+                budget = self._budgets[episode] = CallBudget(attempts, cancel=self._cancel)
+                if len(self._budgets) > MAX_EPISODES:
+                    self._budgets.popitem(last=False)
+            return budget
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
@@ -98,11 +127,17 @@ class APIAgent(Policy):
             content.append(image_part(obs.screenshot, "png"))
         return [{"role": "system", "content": self._system}, {"role": "user", "content": content}]
 
-    def _one(self, obs: Observation, greedy: bool) -> ActionSample:
+    def _one(self, obs: Observation, greedy: bool, episode: Hashable | None) -> ActionSample:
         t0 = time.perf_counter()
         params = {"temperature": 0.0} if greedy else {}
+        budget = self.budget(episode)
+        spent = budget.spent()
+        if spent is not None:  # this episode's endpoint failures used up its budget
+            reason = f"API not asked: {spent} in this episode"
+            return ActionSample(Action.invalid("", reason), None, None, {"error": reason})
         try:
-            reply = self.client.complete(self.messages(obs), **params)
+            with call_budget(budget):
+                reply = self.client.complete(self.messages(obs), **params)
         except ChatAuthError:
             raise  # every later request would fail too: stop the run
         except ChatError as e:
@@ -123,12 +158,36 @@ class APIAgent(Policy):
         observations: Sequence[Observation],
         greedy: bool = False,
         epsilon: Sequence[float] | None = None,
+        episodes: Sequence[Hashable] | None = None,
     ) -> list[ActionSample]:
+        """``episodes``: each observation's episode key (its failure budget's)."""
+        keys = list(episodes) if episodes is not None else [None] * len(observations)
         if len(observations) <= 1:
-            return [self._one(o, greedy) for o in observations]
-        workers = min(len(observations), self.client.config.max_concurrency)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api-agent") as pool:
-            return list(pool.map(lambda o: self._one(o, greedy), observations))
+            return [self._one(o, greedy, k) for o, k in zip(observations, keys)]
+        # one daemon thread per request (the client caps how many are in flight): a request
+        # still waiting on a dead endpoint never keeps the process alive
+        out: list[Any] = [None] * len(observations)
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                out[i] = self._one(observations[i], greedy, keys[i])
+            except BaseException as e:  # an auth error: raised in the caller's thread
+                errors.append(e)
+
+        threads = [
+            threading.Thread(target=one, args=(i,), name="api-agent", daemon=True)
+            for i in range(len(observations))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return out
 
     def close(self) -> None:
+        """Cancel the requests in flight (their actions come back invalid) and close."""
+        self._cancel.set()
         self.client.close()

@@ -90,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
 def _check_out(path: str, overwrite: bool) -> None:
     """Refuse an existing run in --out unless --overwrite (the demo does not resume), and any
     other folder, with the run-folder rule of every verb."""
+    from devicerl.files import check_apart
     from devicerl.runtime.runs.folder import RunDir
 
+    check_apart(path, [])  # an empty --out is refused: it is not "here"
     RunDir(path).check_new(overwrite, resumable=False)
 
 
@@ -131,9 +133,9 @@ def train_and_evaluate(args: argparse.Namespace) -> int:
     check_run_config(cfg)
     _check_out(args.out, args.overwrite)  # refused before torch and Chromium start
     run_dir = RunDir(args.out)
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
 
-    trainer = Trainer(cfg, run_dir)
+    trainer = make_trainer(cfg, run_dir)
     start_run(run_dir, cfg, overwrite=args.overwrite)
     summary = trainer.run()
     if trainer.stopped:

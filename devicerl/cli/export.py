@@ -98,7 +98,7 @@ def chat_codec(options: ChatOptions) -> Any:
 def run(args: argparse.Namespace) -> int:
     from devicerl.data.store import TrajectoryStore
     from devicerl.errors import DataError, RunError
-    from devicerl.files import check_output
+    from devicerl.files import check_apart, check_output
     from devicerl.runtime.runs.folder import find_store
 
     cfg = resolve_config(args)
@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     store = TrajectoryStore(find_store(source))
     if not store.shards():
         raise DataError(f"{source} holds no stored episodes")
+    check_apart(args.out, [("RUN_OR_STORE", source)])
     check_output(out, what="--out", error=RunError)
     if out.exists():
         raise RunError(f"--out {out} exists: an export writes a new folder; choose another")

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.cli.import_folder import check_import_folder, import_into
     from devicerl.data.adp import import_adp
     from devicerl.data.adp.read import source_files
+    from devicerl.files import check_apart
 
     # Positional KEY=VALUE words land in `files` too (argparse is greedy): move them.
     words = [f for f in args.files if "=" in f and not Path(f).exists()]
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     files = [f for f in args.files if f not in words]
     cfg = resolve_config(args)
     out = Path(args.out)
+    check_apart(args.out, [("FILE_OR_DIR", f) for f in files])
     check_import_folder(out, "import-adp")  # before any work
     for f in files:
         source_files(f)  # a missing file or an empty folder is refused before any work

@@ -9,7 +9,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tasks",
         help="list task suites, splits and tasks",
-        description="Without SPEC: list the task suites and splits. With SPEC (a suite, a "
+        description="Without SPEC: list the task suites (with what a suite's tasks need to run "
+        "beyond devicerl, e.g. BrowserGym's environment and a benchmark's servers) and splits. "
+        "With SPEC (a suite, a "
         "split, a glob such as miniwob/click-*, an instruction-list file, a suite file of your "
         "own web tasks, or a comma-separated mix): list the tasks it resolves to.",
     )
@@ -45,11 +47,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from devicerl import tasks
+    from devicerl.errors import ConfigError
 
+    given = [
+        f for f, on in (("--agent", args.agent != "small"), ("--agent-set", args.agent_set)) if on
+    ]
+    if given and not args.reach:
+        raise ConfigError(f"{given[0]} applies with --reach only (devicerl tasks --reach SPEC)")
+    if args.count and args.reach:
+        raise ConfigError("--count and --reach: choose one (--reach prints a table per task)")
+    if args.spec is None and (args.reach or args.count):
+        raise ConfigError(f"{'--reach' if args.reach else '--count'} needs a task SPEC")
     if args.spec is None:
         print("suites:")
         for name in tasks.suites():
-            print(f"  {name}")
+            needs = tasks.suite_needs(name)
+            print(f"  {name}" + (" - needs:" if needs else ""))
+            for line in needs:
+                print(f"      {line}")
         if tasks.splits():
             print("splits:")
             for name, patterns in sorted(tasks.splits().items()):

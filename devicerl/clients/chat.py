@@ -6,7 +6,10 @@ Shared by the API agent and the VLM judge. It is thread-safe and bounded:
   connection errors and unreadable bodies; other 4xx fail at once; 401/403 raise
   `ChatAuthError`, which stops the run (one line naming the endpoint and the variable);
 - the API key is read from the environment variable named by ``api_key_env`` and is never
-  stored in configs, logs or errors (`devicerl.secrets` scrubs it from every message).
+  stored in configs, logs or errors (`devicerl.secrets` scrubs it from every message);
+- a caller can bound what a series of requests may spend in all (`call_budget`: failed
+  attempts, a deadline, an event that cancels them): a judge gives each episode's verdict a
+  budget, the API agent each episode's failures, so a failing endpoint costs a known time.
 
 `ChatClient.complete` returns a `ChatReply` or raises `ChatError` once retries are spent; callers
 turn that into an invalid action or an "unknown" verdict, so a dead API never crashes a run.
@@ -22,12 +25,13 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import AuthError, ConfigError, DeviceRLError
-from devicerl.secrets import register, scrub
+from devicerl.secrets import is_env_name, register, scrub
 
 if TYPE_CHECKING:  # httpx and numpy load when used, so `devicerl --help` stays fast
     import httpx
@@ -61,8 +65,13 @@ class ChatConfig:
     )
     model: str = field(default="", metadata={"help": "model name sent with each request"})
     api_key_env: str = field(
-        default="OPENAI_API_KEY",
-        metadata={"help": "name of the environment variable that holds the API key"},
+        default="",
+        metadata={
+            "help": "name of the environment variable that holds the API key, e.g. "
+            "OPENAI_API_KEY (empty: the endpoint takes no key); no request is sent while it "
+            "is unset",
+            "form": "env_name",
+        },
     )
     timeout_s: float = field(
         default=60.0, metadata={"help": "per-request timeout (seconds)", "gt": 0}
@@ -77,6 +86,8 @@ class ChatConfig:
     def validate(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"chat.base_url={self.base_url}: must start with http:// or https://")
+        if self.api_key_env and not is_env_name(self.api_key_env):  # never show what was typed
+            raise ConfigError("chat.api_key_env: must name an environment variable, not hold a key")
         if self.max_concurrency < 1 or self.timeout_s <= 0:
             raise ConfigError("max_concurrency >= 1 and timeout_s > 0 required")
         if self.requests_per_minute is not None and self.requests_per_minute <= 0:
@@ -106,6 +117,55 @@ class TokenBucket:
                     return
                 wait = (1.0 - self._tokens) / self.rate
             time.sleep(wait)
+
+
+@dataclass
+class CallBudget:
+    """What the requests made under `call_budget` may spend in all: ``attempts`` failed
+    attempts (None: each request's own retries only), seconds until ``deadline`` (a
+    `time.monotonic` value; None: no limit) and an event that ``cancel``s them. The client
+    counts the failed attempts in ``failed``; no attempt starts once one of the three is spent,
+    a request waits at most until the deadline, and a backoff ends when it is cancelled."""
+
+    attempts: int | None = None
+    deadline: float | None = None
+    cancel: threading.Event | None = None
+    failed: int = 0
+
+    def spent(self) -> str | None:
+        """Why no further attempt may start (None: one may)."""
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
+        if self.attempts is not None and self.failed >= self.attempts:
+            return f"failure budget of {self.attempts} attempts spent"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time budget spent"
+        return None
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def wait(self, seconds: float) -> None:
+        """A backoff: ``seconds``, or less when the deadline comes first or it is cancelled."""
+        left = self.seconds_left()
+        seconds = seconds if left is None else min(seconds, left)
+        if self.cancel is not None:
+            self.cancel.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+
+_BUDGET: ContextVar[CallBudget | None] = ContextVar("devicerl_chat_budget", default=None)
+
+
+@contextlib.contextmanager
+def call_budget(budget: CallBudget) -> Iterator[CallBudget]:
+    """Every `ChatClient.complete` in this thread, inside the block, spends from ``budget``."""
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
 
 
 @dataclass
@@ -158,6 +218,14 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def unset_key_message(var: str) -> str:
+    """The one line for a key variable that is unset (nothing is sent without it)."""
+    return (
+        f"${var} is not set (chat.api_key_env names it): no request sent; set it, or set "
+        "api_key_env to '' for an endpoint that takes no key"
+    )
+
+
 class ChatClient:
     """Thread-safe chat-completions client with concurrency cap, rate limit and retries.
 
@@ -204,9 +272,14 @@ class ChatClient:
         return f"ChatClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
 
     def _headers(self) -> dict[str, str]:
+        """The request's headers: the key of ``api_key_env`` (none when it names nothing); a
+        named variable that is unset is a `ChatAuthError` before anything is sent."""
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.config.api_key_env, "")
-        if key:
+        var = self.config.api_key_env
+        if var:
+            key = os.environ.get(var, "")
+            if not key:
+                raise ChatAuthError(unset_key_message(var), None, 0)
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
@@ -218,7 +291,8 @@ class ChatClient:
         return min(self.backoff_max_s, base) * (0.8 + 0.4 * random.random())
 
     def complete(self, messages: Sequence[Message], **params: Any) -> ChatReply:
-        """Send one chat request; retry within bounds; raise `ChatError` when out of retries."""
+        """Send one chat request; retry within bounds (the retries, and the `call_budget` this
+        thread is in); raise `ChatError` when they are spent."""
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": list(messages),
@@ -227,23 +301,34 @@ class ChatClient:
         }
         body.update(params)
         url = self.config.base_url.rstrip("/") + "/chat/completions"
+        headers = self._headers()
         last = "no attempt made"
         status: int | None = None
         t0 = time.perf_counter()
         import httpx
 
+        budget = _BUDGET.get() or CallBudget()
+        attempts = 0
         for attempt in range(self.max_retries + 1):
+            stopped = budget.spent()
+            if stopped is not None:
+                break
+            attempts += 1
             retry_after = None
+            timeout = self.config.timeout_s
+            left = budget.seconds_left()
+            if left is not None:
+                timeout = max(0.001, min(timeout, left))
             with self._sem:
                 self._bucket.acquire()
                 with self._lock:
                     self.stats.requests += 1
                     self.stats.started_at.append(time.monotonic())
                 try:
-                    resp = self._http.post(url, json=body, headers=self._headers())
+                    resp = self._http.post(url, json=body, headers=headers, timeout=timeout)
                     status = resp.status_code
                 except httpx.TimeoutException:
-                    status, last = None, f"timed out after {self.config.timeout_s}s"
+                    status, last = None, f"timed out after {timeout:.3g}s"
                     resp = None
                 except httpx.TransportError as e:
                     status, last = None, f"connection error: {type(e).__name__}"
@@ -269,25 +354,24 @@ class ChatClient:
                         status,
                         attempt + 1,
                     )
-            if attempt < self.max_retries:
+            budget.failed += 1
+            if attempt < self.max_retries and budget.spent() is None:
                 with self._lock:
                     self.stats.retries += 1
                 delay = self._delay(attempt, retry_after)
                 log.info("chat request failed (%s); retry %d in %.2fs", last, attempt + 1, delay)
-                time.sleep(delay)
+                budget.wait(delay)
         with self._lock:
             self.stats.failures += 1
-        raise ChatError(
-            f"{url}: gave up after {self.max_retries + 1} attempts: {last}",
-            status,
-            self.max_retries + 1,
-        )
+        stopped = budget.spent()
+        why = f"gave up after {attempts} attempts" + (f" ({stopped})" if stopped else "")
+        raise ChatError(f"{url}: {why}: {last}", status, attempts)
 
     def _auth_message(self, url: str, status: int) -> str:
         var = self.config.api_key_env
-        state = "is set" if os.environ.get(var) else "is not set"
         what = "unauthorized" if status == 401 else "forbidden"
-        return f"{url} answered HTTP {status} ({what}): check the API key in ${var} ({state})"
+        fix = f"check the API key in ${var}" if var else "name the key's variable in api_key_env"
+        return f"{url} answered HTTP {status} ({what}): {fix}"
 
     @staticmethod
     def _reply(data: dict[str, Any], attempts: int, latency: float) -> ChatReply:

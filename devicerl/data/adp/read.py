@@ -6,11 +6,12 @@ AitW and AndroidControl conversions write it, a leading ``message_action``) is t
 an ``image_observation`` or ``web_observation`` is the screen the next action sees; each
 ``api_action`` is a step (`devicerl.data.adp.vocab` maps it; what has no devicerl action becomes
 an invalid action with the call's text, counted in `ReadStats.unmapped`), as is a later
-``message_action`` or ``code_action`` (invalid, counted); a screen after the last action is the
-final observation; other text observations are counted in ``ignored``. Two actions in a row
-share the screen before them. The details devicerl writes (`devicerl.data.adp.details`) restore
-what ADP has no field for; without them the task is ``adp/<hash of the instruction>``, success
-is a positive total reward, and episode ids come from the file's content and the line.
+``message_action`` (an answer to the user) or ``code_action`` (invalid, counted); a screen after
+the last action is the final observation; other text observations are counted in ``ignored``.
+Two actions in a row share the screen before them. The details devicerl writes
+(`devicerl.data.adp.details`) restore what ADP has no field for; without them the task is
+``adp/<hash of the instruction>``, success is a positive total reward, and episode ids come from
+the file's content and the line.
 
 Files are data that must never choose a path: an image is read only from inside the folder that
 holds the file (a relative path without ``..``, resolving inside it, a regular file of at most
@@ -45,7 +46,7 @@ from devicerl.data.adp.elements import (
     elements_from_records,
     from_annotation,
 )
-from devicerl.data.adp.vocab import Screen, from_call
+from devicerl.data.adp.vocab import Screen, answer, from_call
 from devicerl.errors import DataError, PathError
 from devicerl.files import file_sha256, inside, read_bytes
 from devicerl.records import EndReason, Observation, Step, Trajectory, UIElement
@@ -338,10 +339,15 @@ def _walk(content: Sequence[Mapping[str, Any]], images: _Images, stats: ReadStat
 
 def _action(item: Mapping[str, Any], seen: _Seen, stats: ReadStats, where: str) -> Action:
     cls = item["class_"]
-    if cls != "api_action":
+    if cls == "message_action":  # the agent tells the user something: an answer
         body = _str(item, "content", where) or ""
+        if body.strip():
+            return answer(body)
         stats.unmapped[cls] += 1
-        return Action.invalid(body, f"an ADP {cls} has no devicerl action")
+        return Action.invalid(body, "an empty message to the user")
+    if cls == "code_action":
+        stats.unmapped[cls] += 1
+        return Action.invalid(_str(item, "content", where) or "", "code has no devicerl action")
     function = _str(item, "function", where) or ""
     kwargs = _object(item.get("kwargs", {}), f"{where}.kwargs")
     try:

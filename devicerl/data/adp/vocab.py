@@ -6,28 +6,33 @@ AndroidWorld and BrowserGym write them), mobile (AndroidWorld / AndroidControl) 
 
 - tap: ``click(x, y)`` | ``mouse_click(x, y)``
 - swipe: ``swipe(x0, y0, x1, y1)`` | ``mouse_drag_and_drop(from_x, from_y, to_x, to_y)``
+- long press: ``long_press(x, y)`` (+ ``duration_s`` when not the default 1 s), both
 - type: ``input_text(text)`` | ``keyboard_type(text)``
 - enter: ``keyboard_enter()`` | ``keyboard_press(key="Enter")``
 - back: ``navigate_back()`` | ``go_back()``
-- home: ``navigate_home()`` | ``navigate_home()`` (BrowserGym has none)
+- home: ``navigate_home()``, both (BrowserGym has none)
+- open app: ``open_app(app_name)``, both; wait: ``wait()`` (+ ``seconds`` when not 1 s), both
+- answer: ``answer(text)`` | ``send_msg_to_user(text)``
 - complete: ``status(goal_status="complete")`` | ``send_msg_to_user(text="")``
 - impossible: ``status(goal_status="infeasible")`` | ``report_infeasible(reason="")``
 - invalid: ``invalid(text, reason)`` (the model's text and why it is not an action)
 
 A screen of unknown size (an import without images) writes a tap or a swipe as AitW's
-``touch_and_lift(x0, y0, x1, y1)`` in normalised coordinates instead.
+``touch_and_lift(x0, y0, x1, y1)`` and a long press with ``normalised: true``, in normalised
+coordinates.
 
 Read: all of the above from either vocabulary, plus AitW's ``touch_and_lift`` (normalised),
 ``type(text)``, ``press(key_name=go_back|go_home|enter)`` and ``end(succeeds)``; AndroidControl's
-``back()`` and ``scroll(direction)``; AndroidWorld's ``click(index)`` and ``swipe(direction)``;
-BrowserGym's ``click(bid)`` and ``scroll(delta_x, delta_y)``. A direction becomes a swipe through
-the screen's centre over `DIRECTION_SPAN` of the screen (``scroll``: the content moves that way,
-so the finger moves the other way; ``swipe``: the finger moves that way). What our action space
-cannot express (long presses, opening apps, waiting, answers, element-targeted typing, Mind2Web's
-xpath clicks, code, messages) becomes an invalid action carrying the call's text: counted by the
-importer, never dropped. A value that is not what its field must be (a coordinate that is text,
-infinite or beyond `MAX_COORD`) is a `ValueError` naming the field: malformed data, not an
-action to keep.
+``back()`` and ``scroll(direction)``; AndroidWorld's ``click(index)``, ``long_press(index)`` and
+``swipe(direction)``; BrowserGym's ``click(bid)`` and ``scroll(delta_x, delta_y)``. A direction
+becomes a swipe through the screen's centre over `DIRECTION_SPAN` of the screen (``scroll``: the
+content moves that way, so the finger moves the other way; ``swipe``: the finger moves that
+way). What our action space cannot express (double taps, element-targeted typing, Mind2Web's
+clicks without a point, ``goto``, ``select``, a wait or press longer than
+`devicerl.actions.MAX_DURATION_S`, code) becomes an invalid action carrying the call's text:
+counted by the importer, never dropped. A value that is not what its field must be (a coordinate
+that is text, infinite or beyond `MAX_COORD`) is a `ValueError` naming the field: malformed
+data, not an action to keep.
 """
 
 from __future__ import annotations
@@ -38,7 +43,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from devicerl.actions import Action, ActionType
+from devicerl.actions import (
+    DEFAULT_PRESS_S,
+    DEFAULT_WAIT_S,
+    MAX_DURATION_S,
+    Action,
+    ActionType,
+)
 from devicerl.records import UIElement
 
 #: The largest coordinate (in pixels) a call may carry; beyond it the line is malformed.
@@ -62,16 +73,33 @@ class Screen:
 
 
 # -- written ---------------------------------------------------------------------------------
-_MOBILE_NAMES = {
-    ActionType.TYPE: ("input_text", "text"),
-    ActionType.PRESS_ENTER: ("keyboard_enter", None),
-    ActionType.PRESS_BACK: ("navigate_back", None),
-    ActionType.PRESS_HOME: ("navigate_home", None),
+_Written = dict[ActionType, tuple[str, Callable[[Action], dict[str, Any]]]]
+_NONE: Callable[[Action], dict[str, Any]] = lambda a: {}  # noqa: E731
+_TEXT: Callable[[Action], dict[str, Any]] = lambda a: {"text": a.text}  # noqa: E731
+_BOTH: _Written = {
+    ActionType.PRESS_HOME: ("navigate_home", _NONE),
+    ActionType.OPEN_APP: ("open_app", lambda a: {"app_name": a.app}),
+    ActionType.WAIT: (
+        "wait", lambda a: {} if a.duration_s == DEFAULT_WAIT_S else {"seconds": a.duration_s}
+    ),
+}  # fmt: skip
+_MOBILE: _Written = {
+    **_BOTH,
+    ActionType.TYPE: ("input_text", _TEXT),
+    ActionType.PRESS_ENTER: ("keyboard_enter", _NONE),
+    ActionType.PRESS_BACK: ("navigate_back", _NONE),
+    ActionType.STATUS_TASK_COMPLETE: ("status", lambda a: {"goal_status": "complete"}),
+    ActionType.STATUS_TASK_IMPOSSIBLE: ("status", lambda a: {"goal_status": "infeasible"}),
+    ActionType.ANSWER: ("answer", _TEXT),
 }
-_WEB_NAMES = {
-    ActionType.TYPE: ("keyboard_type", "text"),
-    ActionType.PRESS_BACK: ("go_back", None),
-    ActionType.PRESS_HOME: ("navigate_home", None),
+_WEB: _Written = {
+    **_BOTH,
+    ActionType.TYPE: ("keyboard_type", _TEXT),
+    ActionType.PRESS_ENTER: ("keyboard_press", lambda a: {"key": "Enter"}),
+    ActionType.PRESS_BACK: ("go_back", _NONE),
+    ActionType.STATUS_TASK_COMPLETE: ("send_msg_to_user", lambda a: {"text": ""}),
+    ActionType.STATUS_TASK_IMPOSSIBLE: ("report_infeasible", lambda a: {"reason": ""}),
+    ActionType.ANSWER: ("send_msg_to_user", _TEXT),
 }
 
 
@@ -82,19 +110,22 @@ def to_call(action: Action, screen: Screen) -> tuple[str, dict[str, Any]]:
         return "invalid", {"text": action.raw, "reason": action.reason}
     if kind is ActionType.DUAL_POINT:
         return _point_call(action, screen)
-    if kind is ActionType.PRESS_ENTER and screen.web:
-        return "keyboard_press", {"key": "Enter"}
-    if kind in (ActionType.STATUS_TASK_COMPLETE, ActionType.STATUS_TASK_IMPOSSIBLE):
-        done = kind is ActionType.STATUS_TASK_COMPLETE
-        if screen.web:
-            return (
-                ("send_msg_to_user", {"text": ""})
-                if done
-                else ("report_infeasible", {"reason": ""})
-            )
-        return "status", {"goal_status": "complete" if done else "infeasible"}
-    name, arg = (_WEB_NAMES if screen.web else _MOBILE_NAMES)[kind]
-    return name, ({arg: action.text} if arg else {})
+    if kind is ActionType.LONG_PRESS:
+        return _long_press_call(action, screen)
+    name, kwargs = (_WEB if screen.web else _MOBILE)[kind]
+    return name, kwargs(action)
+
+
+def _long_press_call(action: Action, screen: Screen) -> tuple[str, dict[str, Any]]:
+    assert action.touch is not None
+    x, y = action.touch
+    if screen.known:
+        kwargs: dict[str, Any] = {"x": x * screen.size[0], "y": y * screen.size[1]}
+    else:
+        kwargs = {"x": x, "y": y, "normalised": True}
+    if action.duration_s != DEFAULT_PRESS_S:
+        kwargs["duration_s"] = action.duration_s
+    return "long_press", kwargs
 
 
 def _point_call(action: Action, screen: Screen) -> tuple[str, dict[str, Any]]:
@@ -282,9 +313,52 @@ def _end(kwargs: Mapping[str, Any], screen: Screen) -> Action:
 
 
 def _message(kwargs: Mapping[str, Any], screen: Screen) -> Action:
-    if _text(kwargs, "text", optional=True):
-        raise _NoMapping("an answer to the user (no answer action in devicerl)")
-    return Action.complete()
+    text = _text(kwargs, "text", optional=True)
+    return answer(text) if text else Action.complete()
+
+
+def answer(text: str) -> Action:
+    """An answer to the user (an agent's message); blank text has no answer action."""
+    if not text.strip():
+        raise _NoMapping("an empty answer")
+    return Action.answer(text)
+
+
+def _answer(kwargs: Mapping[str, Any], screen: Screen) -> Action:
+    return answer(_text(kwargs, "text"))
+
+
+def _seconds(kwargs: Mapping[str, Any], key: str, default: float) -> float:
+    if kwargs.get(key) is None:
+        return default
+    v = _number(kwargs, key)
+    if not 0.0 < v <= MAX_DURATION_S:
+        raise _NoMapping(f"{key} {v:g} is outside (0, {MAX_DURATION_S:g}] seconds")
+    return v
+
+
+def _long_press(kwargs: Mapping[str, Any], screen: Screen) -> Action:
+    seconds = _seconds(kwargs, "duration_s", DEFAULT_PRESS_S)
+    if kwargs.get("normalised") is True:  # written for a screen of unknown size
+        x, y = _number(kwargs, "x"), _number(kwargs, "y")
+        if not (0.0 <= x <= 1.0 and 0.0 <= y <= 1.0):
+            raise _NoMapping("normalised long_press coordinates are outside [0, 1]")
+        return Action.long_press(x, y, seconds)
+    tap = _click(kwargs, screen)  # a point or an element, as a click names it
+    assert tap.touch is not None
+    return Action.long_press(*tap.touch, seconds)
+
+
+def _open_app(kwargs: Mapping[str, Any], screen: Screen) -> Action:
+    name = _text(kwargs, "app_name")
+    try:
+        return Action.open_app(name)
+    except ValueError as e:
+        raise _NoMapping(str(e)) from None
+
+
+def _wait(kwargs: Mapping[str, Any], screen: Screen) -> Action:
+    return Action.wait(_seconds(kwargs, "seconds", DEFAULT_WAIT_S))
 
 
 def _constant(make: Callable[[], Action]) -> Callable[[Mapping[str, Any], Screen], Action]:
@@ -312,5 +386,9 @@ _READERS: dict[str, Callable[[Mapping[str, Any], Screen], Action]] = {
     "status": _status,
     "end": _end,
     "send_msg_to_user": _message,
+    "answer": _answer,
+    "long_press": _long_press,
+    "open_app": _open_app,
+    "wait": _wait,
     "report_infeasible": _constant(Action.impossible),
 }

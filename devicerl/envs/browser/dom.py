@@ -13,7 +13,9 @@ script, so it runs before the page's own scripts). It defines ``window.__drl`` w
   takes typed text;
 - ``settle(capMs, gapMs)``: resolves once no animation runs (finite CSS animations and
   transitions, Web Animations, jQuery's animation timers), polling every ``gapMs``, or after
-  ``capMs``; true when the page settled.
+  ``capMs``; true when the page settled;
+- ``answer``: the episode's last answer (an ANSWER action's text; null before one), which the
+  device sets and a task's status script may read.
 
 It also notes which elements get click-like listeners (``addEventListener`` is wrapped), so
 ``clickable`` covers elements made clickable by script, not only buttons and links.
@@ -210,17 +212,26 @@ DOM_SCRIPT = r"""
     return !animating();
   }
 
-  Object.defineProperty(window, "__drl", {value: {observe, resetIds, settle, editableFocused},
-                                          enumerable: false});
+  Object.defineProperty(window, "__drl", {
+    value: {observe, resetIds, settle, editableFocused, answer: null}, enumerable: false});
 })();
 """
 
 _CLICKABLE, _FOCUSED, _EDITABLE = 1, 2, 4
 
 
+#: The page variable that names the task's check while it runs (``status``, or the check's own
+#: name where a suite sets it): a check stopped at its time limit is named from it.
+CHECK_MARK = "window.__drlCheck"
+
+
 def observe_expression(opts_json: str, status_js: str = "null") -> str:
-    """The JS expression of one observation: elements plus the task's status value."""
-    return f"window.__drl.observe({opts_json}, ({status_js}))"
+    """The JS expression of one observation: elements plus the task's status value (computed
+    first, under `CHECK_MARK`)."""
+    return (
+        f"(() => {{ {CHECK_MARK} = 'status'; const status = ({status_js}); {CHECK_MARK} = ''; "
+        f"return window.__drl.observe({opts_json}, status); }})()"
+    )
 
 
 def parse_elements(records: list[list[Any]]) -> list[UIElement]:
