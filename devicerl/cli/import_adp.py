@@ -24,13 +24,9 @@ class AdpImportConfig:
     codec: str = field(default="webp-lossless", metadata={"help": "screenshot codec in the store"})
 
     def validate(self) -> None:
-        from devicerl.data.codec import check_codec
-        from devicerl.errors import ConfigError
+        from devicerl.cli.import_folder import check_store_codec
 
-        try:
-            check_codec(self.codec)
-        except ValueError as e:
-            raise ConfigError(f"codec: {e}") from None
+        check_store_codec(self.codec)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -23,6 +23,17 @@ T = TypeVar("T")
 IMPORT_ENTRIES = {"trajectories", ".lock", "checkpoints"}
 
 
+def check_store_codec(codec: str) -> None:
+    """An import's ``codec`` option names a screenshot codec of the store (one line if not)."""
+    from devicerl.data.codec import check_codec
+    from devicerl.errors import ConfigError
+
+    try:
+        check_codec(codec)
+    except ValueError as e:
+        raise ConfigError(f"codec: {e}") from None
+
+
 def check_import_folder(out: Path, command: str) -> None:
     """``--out`` is a new folder (whose parent can be written), an empty one, or an earlier
     import's; a run of another command or a folder of other files is refused (one line)."""

@@ -14,9 +14,6 @@ policy could not parse) are not rows: they teach no action (`ChatStats.invalid` 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from typing import Any, Protocol
 
 from devicerl.actions import Action
 from devicerl.data.image_files import ImageFiles
+from devicerl.data.staging import new_folder
 from devicerl.errors import ConfigError, DataError
 from devicerl.records import Observation, Trajectory
 
@@ -90,13 +88,8 @@ def export_chat(
 ) -> ChatStats:
     """Write the chat dataset of ``trajectories`` to the new folder ``out`` (built beside it
     and renamed into place at the end: a failure leaves nothing)."""
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(f"{out} exists")
     stats = ChatStats()
-    work = out.with_name(f".{out.name}.exporting-{uuid.uuid4().hex[:8]}")
-    work.mkdir(parents=True)
-    try:
+    with new_folder(out) as work:
         images = ImageFiles(work, image_size)
         with open(work / JSONL_NAME, "w", encoding="utf-8") as f:
             for t in trajectories:
@@ -109,10 +102,6 @@ def export_chat(
             raise DataError("no episode to export: none matches the filters")
         if hf:
             _save_hf(work)
-        os.rename(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return stats
 
 

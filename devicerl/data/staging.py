@@ -1,4 +1,5 @@
-"""Adding imported trajectories to a store all at once or not at all.
+"""Writing a dataset all at once or not at all: imported trajectories added to a store
+(`add_to_store`), an export's new folder (`new_folder`).
 
 Shards are written into a staging folder beside the store and moved in only once every
 trajectory has converted, so a failure half-way leaves the store as it was. A trajectory whose
@@ -10,7 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from devicerl.records import Trajectory
@@ -50,3 +52,20 @@ def add_to_store(
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return already
+
+
+@contextmanager
+def new_folder(out: str | Path) -> Iterator[Path]:
+    """A folder built beside the new folder ``out`` and renamed to it when the block ends; an
+    error in the block removes it, so ``out`` appears whole or not at all."""
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} exists")
+    work = out.with_name(f".{out.name}.exporting-{uuid.uuid4().hex[:8]}")
+    work.mkdir(parents=True)
+    try:
+        yield work
+        os.rename(work, out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise

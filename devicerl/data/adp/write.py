@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +24,7 @@ from devicerl.data.adp.details import Details, StepExtra
 from devicerl.data.adp.elements import annotation, element_record, fixes
 from devicerl.data.adp.vocab import Screen, from_call, to_call
 from devicerl.data.image_files import ImageFiles
+from devicerl.data.staging import new_folder
 from devicerl.errors import DataError
 from devicerl.records import Observation, Step, Trajectory
 
@@ -143,13 +141,8 @@ def trajectory_record(t: Trajectory, images: ImageFiles) -> dict[str, Any]:
 def export_adp(trajectories: Iterable[Trajectory], out: str | Path) -> ExportStats:
     """Write ``trajectories`` to the new folder ``out`` (``trajectories.jsonl`` and
     ``images/``), built beside it and renamed into place at the end: a failure leaves nothing."""
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(f"{out} exists")
     stats = ExportStats()
-    work = out.with_name(f".{out.name}.exporting-{uuid.uuid4().hex[:8]}")
-    work.mkdir(parents=True)
-    try:
+    with new_folder(out) as work:
         images = ImageFiles(work)
         with open(work / JSONL_NAME, "w", encoding="utf-8") as f:
             for t in trajectories:
@@ -160,8 +153,4 @@ def export_adp(trajectories: Iterable[Trajectory], out: str | Path) -> ExportSta
         stats.images = images.written
         if not stats.trajectories:
             raise DataError("no episode to export: none matches the filters")
-        os.rename(work, out)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return stats
