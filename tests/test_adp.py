@@ -1,7 +1,8 @@
 """Agent Data Protocol export and import: round trips over runs of every device kind here (the
-synthetic device, real headless Chromium, Android through the fake adb server), the action
-vocabularies in both directions, and hand-made files in the shapes of ADP's AndroidControl and
-Mind2Web samples (neulab/agent-data-protocol 09e778b, datasets/*/sample_std.json)."""
+synthetic device, real headless Chromium, Android through the fake adb server; BrowserGym in
+test_adp_browsergym.py), the action vocabularies in both directions, and hand-made files in the
+shapes of ADP's AndroidControl and Mind2Web samples (neulab/agent-data-protocol 09e778b,
+datasets/*/sample_std.json)."""
 
 from __future__ import annotations
 
