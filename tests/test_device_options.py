@@ -128,8 +128,7 @@ def test_every_device_option_is_listed_in_help_and_counted() -> None:
         f.name
         for cls in KINDS
         for f in dataclasses.fields(cls)
-        if cls not in BROADER
-        or f.name not in {g.name for g in dataclasses.fields(BROADER[cls])}
+        if cls not in BROADER or f.name not in {g.name for g in dataclasses.fields(BROADER[cls])}
     }
     tops = {k.split(".")[2] for k in device}
     assert tops == own and all(options[k].strip() for k in device)
