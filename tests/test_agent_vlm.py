@@ -14,9 +14,9 @@ from vlm_helpers import observations
 from devicerl.actions import Action
 from devicerl.agents.factory import make_agent
 from devicerl.agents.prompt import ACTION_DOCS
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMOptions
-from devicerl.agents.vlm_prompt import (
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMOptions
+from devicerl.agents.vlm.prompt import (
     format_action,
     parse_action,
     system_text,

@@ -11,8 +11,8 @@ import torch
 import devicerl.pool.pool as pool_mod
 import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.envs import EnvSpec, make

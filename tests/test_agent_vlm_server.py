@@ -15,8 +15,8 @@ from vlm_helpers import observations
 import devicerl.pool.pool as pool_mod
 import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved
 from devicerl.clients.chat import ChatAuthError, ChatConfig
 from devicerl.config import load_config
 from devicerl.envs import EnvSpec

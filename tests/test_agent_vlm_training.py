@@ -15,9 +15,9 @@ from vlm_helpers import SCREEN, observations
 
 from devicerl.actions import Action
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
-from devicerl.agents.vlm_load import is_vision_module
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm.load import is_vision_module
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
@@ -158,7 +158,7 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     # an option whose saved value differs from the code's is named in a warning
     meta["config"]["output_format"] = "autoui"
     meta_file.write_text(json.dumps(meta))
-    with caplog.at_level("WARNING", logger="devicerl.agents.vlm_config"):
+    with caplog.at_level("WARNING", logger="devicerl.agents.vlm.config"):
         assert VLMAgent.from_pretrained(tmp_path / "saved").config == older.config
     assert "vlm.output_format='autoui'" in caplog.text and "'json' is used" in caplog.text
 

@@ -68,7 +68,7 @@ def _corpus(seed: int = 0) -> list[str]:
     Auto-UI and API agents' format)."""
     from devicerl.actions import Action, format_autoui
     from devicerl.agents.prompt import action_space_doc
-    from devicerl.agents.vlm_prompt import PRECISION, format_action, system_text
+    from devicerl.agents.vlm.prompt import PRECISION, format_action, system_text
 
     autoui = (
         system_text().split("\n", 1)[0] + "\n" + action_space_doc(PRECISION) + "\nStart your "
@@ -319,7 +319,7 @@ def qwen2_5_vl_3b(device: str = "cuda", dtype: Any = None) -> tuple[Any, Any]:
     from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig, Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil
 
-    from devicerl.agents.vlm_load import image_only
+    from devicerl.agents.vlm.load import image_only
 
     tok, _, tiny = _qwen("qwen2_5_vl")
     text = tiny.text_config

@@ -1,7 +1,7 @@
 """A vision-language policy served by an OpenAI-compatible inference server (vLLM, SGLang).
 
 `ServedPolicy` sends each observation as one ``/v1/chat/completions`` request with the same chat
-the local model sees (`devicerl.agents.vlm_prompt`; the screenshot, resized as the agent
+the local model sees (`devicerl.agents.vlm.prompt`; the screenshot, resized as the agent
 resizes it, as a lossless PNG), ``logprobs: true`` and the agent's sampling settings (plain
 sampling at its temperature, ``top_p`` 1, ``max_tokens`` its ``max_new_tokens``; ``temperature`` 0
 for greedy). The sample's log-prob
@@ -49,9 +49,9 @@ import torch
 
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample
-from devicerl.agents.vlm_config import VLMServerConfig
-from devicerl.agents.vlm_load import write_adapter
-from devicerl.agents.vlm_prompt import parse_action
+from devicerl.agents.vlm.config import VLMServerConfig
+from devicerl.agents.vlm.load import write_adapter
+from devicerl.agents.vlm.prompt import parse_action
 from devicerl.clients.chat import ChatAuthError, ChatClient, ChatError, image_part
 from devicerl.errors import ConfigError
 from devicerl.records import Observation
@@ -77,8 +77,8 @@ TOKEN_IDS = True
 class ServedPolicy:
     """Acting and weight sync through a server for one `VLMAgent` (see the module doc).
 
-    ``agent`` is typed loosely: `devicerl.agents.vlm` builds this class, so naming its type here
-    would make the two modules import each other."""
+    ``agent`` is typed loosely: `devicerl.agents.vlm.agent` builds this class, so naming its
+    type here would make the two modules import each other."""
 
     def __init__(self, agent: Any, config: VLMServerConfig) -> None:
         config.validate()

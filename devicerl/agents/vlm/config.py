@@ -9,7 +9,7 @@ agent runs with and saves: those options plus the prompt and sampling settings e
 shares, which a run sets as ``agent.history``, ``agent.include_elements`` and
 ``agent.temperature`` (`devicerl.agents.factory.AgentSpec`). The rest is fixed in code (the JSON
 action format, the frozen vision tower, the element limit and coordinate decimals in
-`devicerl.agents.vlm_prompt`, adapter naming and endpoints in `devicerl.agents.vlm_remote`) or is
+`devicerl.agents.vlm.prompt`, adapter naming and endpoints in `devicerl.agents.vlm.remote`) or is
 a keyword of `VLMAgent.from_pretrained` for code that needs it (the instructions, the attention
 kernel, the seed, which a run takes from ``agent.seed``). `config_from_saved` reads the config an
 agent saved, including one saved with options that no longer exist.
@@ -70,7 +70,7 @@ class VLMServerConfig:
     weights where the server can read them (``weights_dir``) and tells the server to load them:
     with ``sync: lora`` the LoRA adapter, through vLLM's ``/v1/load_lora_adapter``; with
     ``sync: checkpoint`` the whole model, through SGLang's ``/update_weights_from_disk``;
-    ``none`` pushes nothing (`devicerl.agents.vlm_remote`).
+    ``none`` pushes nothing (`devicerl.agents.vlm.remote`).
     """
 
     base_url: str = _opt(_CHAT.base_url, _CHAT_HELP["base_url"])

@@ -2,9 +2,9 @@
 SmolVLM, Gemma 3, ...): ``AutoModelForImageTextToText`` + ``AutoProcessor`` from a local folder.
 
 Input: the screenshot, the instruction and the previous actions through the model's own chat
-template (`devicerl.agents.vlm_prompt`; instructions in a system message, or at the top of the
+template (`devicerl.agents.vlm.prompt`; instructions in a system message, or at the top of the
 user message for a template without a system role); output: one action as JSON, parsed by
-`devicerl.agents.vlm_prompt.parse_action`; text that does not parse becomes an invalid action the
+`devicerl.agents.vlm.prompt.parse_action`; text that does not parse becomes an invalid action the
 record keeps.
 The exploration levels a collector may pass (``epsilon``) are ignored: sampling at
 ``temperature`` is this policy's exploration.
@@ -31,7 +31,7 @@ version and custom instructions, if any). ``seed`` (a run's ``agent.seed``) seed
 new adapters.
 
 With ``VLMConfig.server`` the agent acts through an OpenAI-compatible server and pushes each new
-version's weights there (`devicerl.agents.vlm_remote`); its own model then loads only when
+version's weights there (`devicerl.agents.vlm.remote`); its own model then loads only when
 something needs it (a learner's `log_prob`, a full-weight checkpoint), so a collector's copy
 holds no weights.
 """
@@ -52,21 +52,21 @@ from torch import nn
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
-from devicerl.agents.vlm_config import (
+from devicerl.agents.vlm.config import (
     VLMConfig,
     VLMLoRA,
     VLMOptions,
     config_from_saved,
     lora_from_saved,
 )
-from devicerl.agents.vlm_load import (
+from devicerl.agents.vlm.load import (
     is_vision_module,
     load_processor,
     lora_config,
     lora_targets,
     resolve_dtype,
 )
-from devicerl.agents.vlm_prompt import (
+from devicerl.agents.vlm.prompt import (
     chat_messages,
     format_action,
     parse_action,
@@ -524,7 +524,7 @@ class VLMAgent(TorchPolicy):
     def remote(self) -> Any:
         """The server this agent acts through (``VLMConfig.server``)."""
         if self._remote is None:
-            from devicerl.agents.vlm_remote import ServedPolicy
+            from devicerl.agents.vlm.remote import ServedPolicy
 
             if self.config.server is None:
                 raise ConfigError("this VLM agent has no server (vlm.server)")

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from devicerl.agents.vlm_config import VLMLoRA
+from devicerl.agents.vlm.config import VLMLoRA
 from devicerl.errors import ConfigError, DataError
 
 #: Module names under which the families keep their vision encoder (Qwen-VL: ``visual``,
