@@ -125,8 +125,9 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     )
     agent.save(tmp_path / "saved")
     loaded = VLMAgent.from_pretrained(tmp_path / "saved")
-    assert loaded.system == "Tap it." and loaded.config == agent.config
-    assert VLMAgent.from_pretrained(tmp_path / "saved", system_prompt="Other.").system == "Other."
+    assert loaded.system_prompt == "Tap it." and loaded.config == agent.config
+    other = VLMAgent.from_pretrained(tmp_path / "saved", system_prompt="Other.")
+    assert other.system_prompt == "Other."
 
     meta_file = tmp_path / "saved" / "vlm_agent.json"
     meta = json.loads(meta_file.read_text())
@@ -145,7 +146,7 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     }  # fmt: skip
     meta_file.write_text(json.dumps(meta))
     older = VLMAgent.from_pretrained(tmp_path / "saved")
-    assert older.system == "Old words." and older.config.history == 2
+    assert older.system_prompt == "Old words." and older.config.history == 2
     assert older.config.lora == VLMLoRA(r=4) and older.config.server is not None
     server = older.config.server
     assert (server.base_url, server.model, server.sync) == ("http://127.0.0.1:9/v1", "m", "none")
