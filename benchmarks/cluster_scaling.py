@@ -128,7 +128,7 @@ class Learner:
                 got += 1
             time.sleep(self.learn_s)
             self.version += 1
-            self.fleet.publish(None, self.version)
+            self.fleet.publish({}, self.version)  # a version without weights
 
 
 def env_steps(fleet: RolloutFleet) -> float:

@@ -3,7 +3,7 @@
 The reach benchmark's solvers (`reach_solvers`: AitW actions only, read from the observation)
 play training instances (seeds from the ``train`` range, never a validation or test seed) on the
 device a training run uses, and every successful episode is written, as a `Trajectory`, to a
-store that ``offline_data=`` reads (`devicerl.runtime.loop.trainer.load_offline`). Failed
+store that ``offline_data=`` reads (`devicerl.runtime.setup.offline.load_offline`). Failed
 episodes are dropped. The steps carry no log-prob (they are not the agent's own) and policy
 version 0.
 

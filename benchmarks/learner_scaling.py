@@ -55,7 +55,7 @@ def samples_per_update(cfg: TrainConfig) -> int:
 
 def _rank(rank: int, world: int, port: int, overrides: list[str], data, updates: int, out: str):
     from devicerl.runtime.distributed.grad_sync import DataParallelSync
-    from devicerl.runtime.distributed.group import init_group, leave
+    from devicerl.runtime.distributed.process_group import init_group, leave
     from devicerl.runtime.distributed.replica import fingerprint
     from devicerl.runtime.setup.learners import make_learner, seed_everything
 
@@ -98,7 +98,7 @@ def _rank(rank: int, world: int, port: int, overrides: list[str], data, updates:
 
 
 def measure(world: int, overrides: list[str], data, updates: int) -> dict:
-    from devicerl.runtime.distributed.group import free_port
+    from devicerl.runtime.distributed.process_group import free_port
 
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/result.json"

@@ -42,8 +42,8 @@ from devicerl.config import config_source, load_config
 from devicerl.envs import make
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.loop.observers import TrainerObserver
-from devicerl.runtime.loop.trainer import Trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.runs.provenance import provenance
 from devicerl.runtime.setup.config import TrainConfig
@@ -167,9 +167,9 @@ def train(cfg: TrainConfig, seconds: float, warmup: float, folder: Path) -> dict
     """The setup trained online; measured over the iterations after ``warmup`` seconds."""
     run = RunDir(folder)
     run.create().save_config(cfg)
-    trainer = Trainer(cfg, run)
+    trainer = make_trainer(cfg, run)
     clock = _Clock()
-    trainer.observers.append(clock)
+    trainer.register_observer(clock)
     timer = threading.Timer(warmup + seconds, trainer.stop.request)
     t0 = time.perf_counter()
     timer.start()
@@ -197,7 +197,7 @@ def learner(cfg: TrainConfig, stored: Path, iterations: int, folder: Path) -> di
     cfg = replace(cfg, mode="offline", offline_data=str(stored), offline_iterations=iterations + 1)
     run = RunDir(folder)
     run.create().save_config(cfg)
-    Trainer(cfg, run).run()
+    make_trainer(cfg, run).run()
     marks = [json.loads(line)["time"] for line in (folder / "metrics.jsonl").open()]
     per_iteration = (marks[-1] - marks[0]) / (len(marks) - 1)
     return {

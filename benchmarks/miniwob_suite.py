@@ -435,13 +435,13 @@ def _measure(args: argparse.Namespace, tasks: Sequence[str]) -> None:
     training budget that fits ``--minutes`` with the full evaluation."""
     from harness.comparison import evaluate_agent
 
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
     from devicerl.runtime.runs.folder import RunDir
 
     cfg = _config(args, tasks, args.measure, ["eval.at_end=false"])
     run_dir = RunDir(Path(args.out) / "measure").start_new(overwrite=True)
     run_dir.save_config(cfg)
-    summary = Trainer(cfg, run_dir).run()
+    summary = make_trainer(cfg, run_dir).run()
     steps, wall = int(summary["env_steps"]), float(summary["elapsed_s"])
     rate = steps / wall
     one = _config(args, tasks, args.measure, ["eval.episodes_per_task=1"])

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from devicerl.config import load_config
-from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
 
@@ -54,7 +54,7 @@ def run(name: str, seed: int, budget: int, root: Path) -> dict[str, float]:
     )
     run_dir = RunDir(root / f"{name}-s{seed}").create()
     t0 = time.time()
-    s = Trainer(cfg, run_dir).run()
+    s = make_trainer(cfg, run_dir).run()
     # the training phase only: the (identical) evaluation is not part of the comparison
     metrics = [m for m in run_dir.read_metrics() if "train/iteration" in m]
     train_s = metrics[-1]["time"] - t0 if metrics else 0.0

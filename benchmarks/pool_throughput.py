@@ -94,7 +94,7 @@ class _Busy:
         self.steps = [0] * n
         self.busy = [0.0] * n
 
-    def add(self, r: Ready, stopped_at: float | None = None) -> None:
+    def record(self, r: Ready, stopped_at: float | None = None) -> None:
         """``stopped_at`` (wall time) during the drain: a reset that a step finishing after it
         triggered started after the run and is left out."""
         if r.observation is None:
@@ -136,7 +136,7 @@ class PoolDriver:
         while (now := time.perf_counter()) < end:
             ids = []
             for r in pool.recv(min_ready=1, timeout=end - now):
-                self.busy.add(r)
+                self.busy.record(r)
                 if r.observation is not None:
                     ids.append(r.env_id)
                 t = r.trajectory
@@ -152,7 +152,7 @@ class PoolDriver:
         stopped_at, end = time.time(), time.perf_counter() + timeout
         while self.pool.busy and (left := end - time.perf_counter()) > 0:
             for r in self.pool.recv(min_ready=1, timeout=left):
-                self.busy.add(r, stopped_at)
+                self.busy.record(r, stopped_at)
 
     def close(self) -> dict:
         self.pool.close()

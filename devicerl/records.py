@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from devicerl.actions import Action
+from devicerl.actions import Action, ActionType
 from devicerl.errors import TaskError
 
 #: Version of the Step/Trajectory schema; bump it when a field changes meaning.
@@ -313,6 +313,23 @@ class Trajectory:
             hit = (obs, with_previous_actions(obs, [s.action for s in self.steps[:index]]))
             cache[index] = hit
         return hit[1]
+
+    def answer_by(self, index: int) -> str | None:
+        """The agent's answer as it stood after step ``index``: the text of the last ANSWER
+        action up to it (an answer ends nothing and a later one replaces it, as in
+        AndroidWorld); None when it has not answered."""
+        if index < 0:
+            index += len(self.steps)
+        for step in reversed(self.steps[: index + 1]):
+            if step.action.type is ActionType.ANSWER:
+                return step.action.text
+        return None
+
+    @property
+    def answer(self) -> str | None:
+        """The episode's answer (the last ANSWER action's text), what a task's checker and a
+        judge read; None when the agent never answered."""
+        return self.answer_by(len(self.steps) - 1)
 
     @property
     def epsilon(self) -> float:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -11,6 +11,7 @@ from devicerl.actions import Action
 from devicerl.agents.base import FunctionPolicy
 from devicerl.clients import ChatConfig
 from devicerl.envs import make
+from devicerl.judges import is_labelled
 from devicerl.records import Observation, Trajectory
 from devicerl.runtime.acting.rollout import rollout
 from devicerl.testing.chat_server import Reply
@@ -77,3 +78,14 @@ def by_instruction(labels: dict[str, bool | str]) -> Callable[[dict], Reply]:
 def chat_config(base_url: str, **kw) -> ChatConfig:
     kw.setdefault("model", "judge-model")
     return ChatConfig(base_url=base_url, **kw)
+
+
+def labelled(episodes: Iterable[Trajectory], n: int) -> list[Trajectory]:
+    """Episodes from ``episodes`` until ``n`` complete, labelled ones came (all of them, the
+    truncated and unlabelled ones too)."""
+    out: list[Trajectory] = []
+    for t in episodes:
+        out.append(t)
+        if sum(not x.is_truncated and is_labelled(x) for x in out) >= n:
+            break
+    return out

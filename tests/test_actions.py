@@ -6,6 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devicerl.actions import (
+    MAX_APP_NAME,
+    MAX_DURATION_S,
     TAP_DISTANCE_THRESHOLD,
     Action,
     ActionType,
@@ -38,6 +40,14 @@ nasty = st.one_of(
 )
 
 
+seconds = st.floats(min_value=0.0, max_value=MAX_DURATION_S, exclude_min=True)
+app_names = st.text(
+    st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp", "Co", "Cn", "Cf")),
+    min_size=1,
+    max_size=MAX_APP_NAME,
+).filter(lambda s: s.strip() and s.isprintable())
+
+
 def actions() -> st.SearchStrategy[Action]:
     return st.one_of(
         st.builds(lambda x, y: Action.tap(x, y), coord, coord),
@@ -46,6 +56,10 @@ def actions() -> st.SearchStrategy[Action]:
         st.sampled_from(
             [Action.back(), Action.home(), Action.enter(), Action.complete(), Action.impossible()]
         ),
+        st.builds(Action.long_press, coord, coord, seconds),
+        st.builds(Action.wait, seconds),
+        st.builds(Action.open_app, app_names),
+        st.builds(Action.answer, nasty.filter(str.strip)),
     )
 
 

@@ -74,7 +74,11 @@ def test_exploration_level_is_stored_so_log_probs_agree() -> None:
         TaskSampler(TASKS, seed=1), exploration=ExplorationSchedule(0.6, window=4)
     )
     with _pool(planner) as pool:
-        trajectories = collector_mod.Collector(pool, agent, on_episode=planner.record).run(8)
+        trajectories = []
+        for t in collector_mod.Collector(pool, agent).collect(8):
+            if not t.is_truncated:
+                planner.record(t)  # as the judging stage does, with the device's labels
+            trajectories.append(t)
     assert all(t.plan is not None for t in trajectories)
     levels = [t.epsilon for t in trajectories]
     assert all(0.0 <= v <= 0.6 for v in levels) and 0.6 in levels  # unseen tasks: max level

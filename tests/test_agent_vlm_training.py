@@ -229,7 +229,7 @@ def test_digirl_trains_a_vlm_actor_with_its_separate_critics(models) -> None:
 
 
 def _rank(rank: int, world: int, port: int, path: str, data, out: str) -> None:
-    from devicerl.runtime.distributed.group import init_group, leave
+    from devicerl.runtime.distributed.process_group import init_group, leave
 
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)
@@ -253,7 +253,7 @@ def float64():
 
 def test_one_update_on_two_processes_equals_one_process(models, tmp_path, float64) -> None:
     """In float64, as tests/test_ddp.py: the data-parallel update is the same computation."""
-    from devicerl.runtime.distributed.group import free_port
+    from devicerl.runtime.distributed.process_group import free_port
 
     path = models["qwen2_5_vl"]
     data = _batch(path)

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 from android_helpers import COLOURS, device, env_kwargs
-from judge_helpers import verdict_text
+from judge_helpers import labelled, verdict_text
 from PIL import Image
 
 from devicerl.actions import Action
@@ -21,11 +21,12 @@ from devicerl.agents.base import FunctionPolicy
 from devicerl.config import config_source, load_config
 from devicerl.envs import EnvSpec
 from devicerl.envs.android import AndroidEnv
-from devicerl.judges import JudgeConfig, is_labelled, make_runner
+from devicerl.judges import JudgeConfig, is_labelled
 from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.pool.workers.base import DeviceRecipe
 from devicerl.records import EndReason, Observation
 from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.acting.judging import judge_each
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
@@ -152,20 +153,17 @@ def test_vlm_judge_labels_android_episodes(tmp_path) -> None:
                 f"vlm.cache_path={tmp_path / 'cache.sqlite'}",
             ],
         )
-        runner = make_runner(config)
         policy = FunctionPolicy(lambda observations: [_act(o) for o in observations])
         with _pool(srv, tmp_path, "subprocess", mode="sequential") as pool:
-            out = list(Collector(pool, policy, judge=runner).collect(9))
-        runner.close()
-        runner.judge.close()
-    labelled = [t for t in out if is_labelled(t)]
-    assert len(labelled) == 9
-    for t in labelled:  # 2 taps end on the green screen: the judge's success, not the device's
+            out = labelled(judge_each(Collector(pool, policy).collect(None), config), 9)
+    done = [t for t in out if is_labelled(t) and not t.is_truncated]
+    assert len(done) == 9
+    for t in done:  # 2 taps end on the green screen: the judge's success, not the device's
         assert t.success == (_taps(t.instruction) == 2), t.judgement.verdict
         assert t.judgement.native_success is False and t.judgement.verdict["judge"] == "vlm"
         assert t.total_reward == float(t.success)
     # tasks are handed out 1, 2, 3, 1, ...: of 9 finished, at most 2 of the first 9 are missing
-    assert any(t.success for t in labelled) and not all(t.success for t in labelled)
+    assert any(t.success for t in done) and not all(t.success for t in done)
 
 
 def test_the_aitw_training_config_builds_android_devices() -> None:

@@ -81,6 +81,11 @@ ROWS = [
     train("judge.chat.max_concurrency=0", expect="judge.chat.max_concurrency=0", id="chat-cc"),
     train("agent.small.d_model=30", expect="d_model=30: must be a multiple of 4", id="heads"),
     train("agent.small.allowed_types=[FLY]", expect="'FLY'", id="action-type"),
+    train(
+        "agent.small.allowed_types=[DUAL_POINT,WAIT]",
+        expect="agent.small.allowed_types: 'WAIT': the small agent chooses among AitW's seven",
+        id="action-type-small",
+    ),
     train("seed=abc", expect="seed: expected an integer, got 'abc'", id="seed-type"),
     train("mode=sideways", expect="mode: 'sideways' is not one of", id="mode-choice"),
     train("algo=ppo", expect="algo: 'ppo' is not one of", id="algo-choice"),

@@ -12,7 +12,7 @@ from devicerl.agents import ActionSample, Policy
 from devicerl.agents.base import as_policy
 from devicerl.envs import EnvSpec
 from devicerl.pool import EnvPool, SupervisorConfig
-from devicerl.records import DEFAULT_POLICY, Observation
+from devicerl.records import DEFAULT_POLICY, Observation, Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.exploration import ExplorationSchedule
 from devicerl.runtime.acting.planning import EpisodePlanner
@@ -173,6 +173,17 @@ def _planned(tasks: list[Task], schedule: ExplorationSchedule) -> EpisodePlanner
     return EpisodePlanner(TaskSampler(tasks, seed=4), exploration=schedule)
 
 
+def _recorded(collector: Collector, planner: EpisodePlanner, n: int) -> list[Trajectory]:
+    """``n`` complete episodes, each recorded by the planner as it comes out (as the judging
+    stage does with the device's labels)."""
+    out = []
+    for t in collector.collect(n):
+        if not t.is_truncated:
+            planner.record(t)
+        out.append(t)
+    return out
+
+
 def test_exploration_levels_follow_each_tasks_recent_success() -> None:
 
     tasks = [*STEPS, Task("synthetic/tap", max_steps=2, env="synthetic")]
@@ -181,7 +192,7 @@ def test_exploration_levels_follow_each_tasks_recent_success() -> None:
     specs = [EnvSpec("synthetic/steps", {"render": False, "seed": i}) for i in range(3)]
     planner = _planned(tasks, exploration)
     with EnvPool(specs, tasks=planner) as pool:
-        trajectories = Collector(pool, policy, on_episode=planner.record).run(40)
+        trajectories = _recorded(Collector(pool, policy), planner, 40)
     assert policy.levels[0] == 0.8  # nothing seen yet: the highest level
     assert all(0.0 <= v <= 0.8 for v in policy.levels)
     assert min(policy.levels) < 0.8  # the steps task succeeds half the time: explored less
@@ -217,7 +228,7 @@ def test_probes_free_a_task_from_exploration_once_the_policy_solves_it() -> None
     planner = _planned(tasks, real)
     policy = LevelReader()
     with EnvPool(specs, tasks=planner) as pool:
-        trajectories = Collector(pool, policy, on_episode=planner.record).run(30)
+        trajectories = _recorded(Collector(pool, policy), planner, 30)
     levels = {t.epsilon for t in trajectories}
     assert levels == {0.0, 0.8}  # explored episodes and probes (and first episodes)
     assert set(policy.levels) == {0.0, 0.8}

@@ -70,7 +70,7 @@ def parameters(ln: Learner) -> dict[str, torch.Tensor]:
 
 
 def _rank(rank: int, world: int, port: int, algo: str, data, out: str) -> None:
-    from devicerl.runtime.distributed.group import init_group, leave
+    from devicerl.runtime.distributed.process_group import init_group, leave
 
     torch.set_num_threads(1)
     torch.set_default_dtype(torch.float64)
@@ -105,7 +105,7 @@ def float64():
 
 @pytest.mark.parametrize("algo", ["digirl", "filtered_bc"])
 def test_one_update_with_two_processes_matches_one_process(tmp_path, float64, algo) -> None:
-    from devicerl.runtime.distributed.group import free_port
+    from devicerl.runtime.distributed.process_group import free_port
 
     torch.set_num_threads(1)
     data = batch()

@@ -54,7 +54,7 @@ def parameters(actor, learner) -> dict[str, torch.Tensor]:
 def test_ray_learner_group_matches_one_process(monkeypatch) -> None:
     from ray.cluster_utils import Cluster
 
-    from devicerl.runtime.distributed.ray_group import RayLearnerGroup
+    from devicerl.runtime.distributed.ray_learners import RayLearners
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("RAY_raylet_start_wait_time_s", "180")  # a loaded machine starts slowly
@@ -87,7 +87,7 @@ def test_ray_learner_group_matches_one_process(monkeypatch) -> None:
             log_to_driver=False,
         )
         actor2, learner2 = built(cfg)
-        group = RayLearnerGroup(cfg, learner2, actor2)
+        group = RayLearners(cfg, learner2, actor2)
         metrics = group.update(data)
         assert metrics["train/learner_processes"] == 2.0
         assert metrics["train/learner_divergence"] == 0.0

@@ -9,7 +9,7 @@ import pytest
 from devicerl.actions import ActionType
 from devicerl.agents.config import SmallAgentConfig
 from devicerl.agents.small import UNREPRESENTABLE_LOG_PROB, SmallAgent
-from devicerl.runtime.loop.trainer import load_offline
+from devicerl.runtime.setup.offline import load_offline
 from devicerl.tasks import SEED_RANGES
 
 

@@ -195,3 +195,25 @@ def test_numpy1_spelling_and_bad_structure(reference, tmp_path) -> None:
     torch.save([[{"observation": "o"}]], bad)
     with pytest.raises(DataError, match=r"trajectory 0 step 0 lacks keys \['task'"):
         load_digirl_file(bad)
+
+
+def test_newer_action_types_in_autoui_text_import_typed(tmp_path) -> None:
+    """A file in DigiRL's structure whose action texts use the AutoUI spelling of the newer
+    types (as `format_autoui` writes them) imports them as typed actions."""
+    actions = [
+        Action.open_app("Clock"),
+        Action.wait(2.0),
+        Action.long_press(0.5, 0.25, 1.0),
+        Action.answer("7:30"),
+        Action.complete(),
+    ]
+    steps = [
+        {"observation": "Goal: when is the alarm?</s>", "task": "When is the alarm?",
+         "reward": 0.0, "done": h == len(actions) - 1, "action": _action_text(a)}
+        for h, a in enumerate(actions)
+    ]  # fmt: skip
+    path = tmp_path / "newer.pt"
+    torch.save([steps], path)
+    (traj,) = iter_digirl(path)
+    assert [s.action for s in traj.steps] == actions
+    assert traj.answer == "7:30" and traj.end_reason is EndReason.AGENT_ENDED

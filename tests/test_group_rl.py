@@ -27,8 +27,8 @@ from devicerl.algos.selection import EpisodeAdvantages
 from devicerl.config import load_config
 from devicerl.records import EndReason, EpisodePlan, Observation, Step, Trajectory, UIElement
 from devicerl.runtime.acting.planning import MAX_RETRIES, EpisodePlanner
-from devicerl.runtime.loop.task_groups import GroupBuffer
-from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.loop.factory import make_trainer
+from devicerl.runtime.loop.task_groups import TaskGroupBuffer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
@@ -190,13 +190,13 @@ def test_planner_hands_out_groups_and_reruns_cut_members() -> None:
 
 
 def test_group_buffer_releases_whole_groups_and_drops_stuck_ones() -> None:
-    buf = GroupBuffer(max_age=2)
+    buf = TaskGroupBuffer(max_age=2)
     a, b = _group(), [_episode("h", "AB", [0.0, 1.0])]
-    assert buf.add(a[0], 0) == [] and buf.add(b[0], 0) == [] and buf.add(a[1], 1) == []
-    assert buf.add(a[2], 1) == a and buf.released == 1
+    assert buf.hold(a[0], 0) == [] and buf.hold(b[0], 0) == [] and buf.hold(a[1], 1) == []
+    assert buf.hold(a[2], 1) == a and buf.released == 1
     assert buf.expire(1) == 0 and buf.expire(2) == 1 and buf.dropped == 1 and buf.waiting == 0
     plain = Trajectory(task="t", instruction="")
-    assert buf.add(plain, 0) == [plain]
+    assert buf.hold(plain, 0) == [plain]
 
 
 FAST = [
@@ -219,7 +219,7 @@ def _train(folder: str, *overrides: str) -> tuple[dict, RunDir]:
     cfg = load_config(TrainConfig, None, [*FAST, *overrides])
     run = RunDir(folder)
     run.create().save_config(cfg)
-    return Trainer(cfg, run).run(), run
+    return make_trainer(cfg, run).run(), run
 
 
 @pytest.mark.slow

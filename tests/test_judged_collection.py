@@ -1,18 +1,22 @@
-"""A short collection on synthetic devices, judged by the VLM judge against a local server."""
+"""A short collection on synthetic devices, judged by the VLM judge against a local server
+(the judging stage after the collector, as a run has it)."""
 
 from __future__ import annotations
 
 import re
 
+from judge_helpers import labelled as take_labelled
 from judge_helpers import verdict_text
 
 from devicerl.agents import RandomPolicy
 from devicerl.config import load_config
 from devicerl.envs import EnvSpec
-from devicerl.judges import JudgeConfig, is_labelled, make_runner
+from devicerl.judges import JudgeConfig, is_labelled
 from devicerl.pool import EnvPool
 from devicerl.records import EndReason
 from devicerl.runtime.acting.collector import Collector
+from devicerl.runtime.acting.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.judging import judge_each
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.chat_server import Reply, ScriptedChatServer
 
@@ -49,18 +53,16 @@ def test_collection_with_the_vlm_judge_selected_by_one_key(tmp_path) -> None:
                 f"vlm.cache_path={tmp_path / 'cache.sqlite'}",
             ],
         )
-        runner = make_runner(config)
         with _pool() as pool:
-            collector = Collector(pool, RandomPolicy(seed=0), judge=runner)
-            out = list(collector.collect(10))
-            stats = collector.stats
-        runner.drain(timeout=30)
-        runner.close()
-        runner.judge.close()
+            episodes = Collector(pool, RandomPolicy(seed=0)).collect(None)
+            out = take_labelled(judge_each(episodes, config), 10)
         sent = len(srv.requests)
+    stats = EpisodeCounts()
+    for t in out:
+        stats.count(t)
     labelled = [t for t in out if is_labelled(t)]
     unlabelled = [t for t in out if not is_labelled(t)]
-    assert len(labelled) == 10  # only labelled episodes count towards n_episodes
+    assert len(labelled) == 10  # only labelled episodes count
     assert stats.episodes == 10 and stats.unlabelled == len(unlabelled)
     assert sent >= len(out)  # every yielded episode was judged (plus those still in flight)
     for t in labelled:
@@ -75,10 +77,10 @@ def test_collection_with_the_vlm_judge_selected_by_one_key(tmp_path) -> None:
 
 
 def test_native_judge_through_the_same_key_keeps_device_labels() -> None:
-    runner = make_runner(load_config(JudgeConfig))  # kind=native (default)
+    config = load_config(JudgeConfig)  # kind=native (default): the device's labels stand
     with _pool() as pool:
-        out = list(Collector(pool, RandomPolicy(seed=0), judge=runner).collect(6))
-    runner.close()
+        out = take_labelled(
+            judge_each(Collector(pool, RandomPolicy(seed=0)).collect(None), config), 6
+        )
     assert len(out) >= 6 and all(is_labelled(t) for t in out)
-    assert all(t.success == t.judgement.native_success for t in out)
-    assert all(t.judgement.verdict["judge"] == "native" for t in out)
+    assert all(t.judgement is None for t in out)  # no judge touched them

@@ -151,7 +151,7 @@ def test_add_and_remove_policies_mid_run() -> None:
     for _ in range(3):
         league.record("clicks", "click-a", True)
     league.end_iteration()
-    league.add("forms", tiny_spec("login-*"), tiny_spec().agent.make(), teachers=["gen"])
+    league.add_member("forms", tiny_spec("login-*"), tiny_spec().agent.make(), teachers=["gen"])
     league.add_rule("forms", "login-*", weight=1e6)
     assert league.assign("login-user") == "forms"
     assert league["forms"].created_iteration == 1
@@ -166,7 +166,7 @@ def test_add_and_remove_policies_mid_run() -> None:
     assert league["forms"].teachers == []
     assert league.counters == {"snapshots": 0, "added": 3, "removed": 2}
     with pytest.raises(ConfigError, match="already"):
-        league.add("forms", tiny_spec(), tiny_spec().agent.make())
+        league.add_member("forms", tiny_spec(), tiny_spec().agent.make())
     with pytest.raises(ConfigError, match="not in the league"):
         league.remove("gen")
 

@@ -1,4 +1,4 @@
-"""League runs (the one `Trainer` with its `devicerl.runtime.loop.league.LeagueRun` observer):
+"""League runs (the one `Trainer`, built by `make_trainer` with its `LeagueRun` observer):
 real runs on synthetic devices with small real agents: episodes routed by the mapping, a frozen
 policy that never changes while it acts, the generalist learning from a specialist's episodes,
 policies added and removed mid-run, PBT and snapshots, the evaluated member and a saved member
@@ -20,8 +20,9 @@ from devicerl.errors import ConfigError, DataError
 from devicerl.league.persist import load_league
 from devicerl.league.state import weights_hash
 from devicerl.records import DEFAULT_POLICY
+from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.loop.league import LeagueRun
-from devicerl.runtime.loop.observers import TrainerObserver
+from devicerl.runtime.loop.observers import Steering, TrainerObserver
 from devicerl.runtime.loop.trainer import Trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
@@ -63,7 +64,7 @@ def _trainer(tmp_path: Path, name: str, *overrides: str) -> Trainer:
     cfg = _config(*overrides)
     run = RunDir(tmp_path / name)
     run.create().save_config(cfg)
-    trainer = Trainer(cfg, run)
+    trainer = make_trainer(cfg, run)
     _league(trainer)  # a league run is the trainer with its league observer
     return trainer
 
@@ -110,7 +111,7 @@ def test_episodes_are_routed_by_the_mapping_and_a_frozen_policy_never_changes(tm
         # one copy of the frozen policy: the collector acts with the league's own object
         assert _acting(t).get("frozen", frozen) is frozen
 
-    trainer.observers.append(OnIteration(watch))
+    trainer.register_observer(OnIteration(watch))
     summary = trainer.run()
     assert summary["iteration"] == 4 and seen == [before] * 4
     assert weights_hash(league["frozen"].policy) == before
@@ -184,7 +185,7 @@ def test_add_and_remove_policies_mid_run(tmp_path) -> None:
             marks["removed"] = time.time()
             assert "late" not in _learners(t)
 
-    trainer.observers.append(OnIteration(change))
+    trainer.register_observer(OnIteration(change))
     trainer.run()
     episodes = [t for t in _stored(tmp_path / "run") if t.steps]
     late = [t for t in episodes if t.plan.policy == "late"]
@@ -215,7 +216,7 @@ def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) ->
     )
     assert "taps.pbt1" in _learners(trainer)
     learners: list[dict] = []
-    trainer.observers.append(OnIteration(lambda t: learners.append(_learners(t))))
+    trainer.register_observer(OnIteration(lambda t: learners.append(_learners(t))))
     trainer.run()
     league = _league(trainer).league
     exploits = [h for h in league.history if h["event"] == "exploit"]
@@ -244,7 +245,7 @@ def test_pbt_exploit_rebuilds_the_target_learner_and_snapshots_join(tmp_path) ->
 
 def test_the_generalist_is_evaluated_and_a_saved_member_by_its_path(tmp_path) -> None:
     trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
-    assert trainer.eval_name == "generalist"  # league.generalist
+    assert trainer.steering.evaluated == "generalist"  # league.generalist
     assert trainer.actor is _league(trainer).league["generalist"].policy
     summary = trainer.run()
     assert summary["league"]["evaluated"] == "generalist"
@@ -264,23 +265,47 @@ def test_the_generalist_is_evaluated_and_a_saved_member_by_its_path(tmp_path) ->
             f"agent.path={saved}",
         ],
     )
-    evaluator = Trainer(cfg, RunDir(tmp_path / "eval"))
+    evaluator = make_trainer(cfg, RunDir(tmp_path / "eval"))
     assert not any(isinstance(o, LeagueRun) for o in evaluator.observers)
     assert weights_hash(evaluator.actor) == weights_hash(taps)
     assert evaluator.run()["eval"]["episodes"] == 3
     bad = load_config(TrainConfig, None, ["mode=eval", f"agent.path={tmp_path / 'nobody'}"])
     with pytest.raises(DataError, match="nobody"):
-        Trainer(bad, RunDir(tmp_path / "never"))
+        make_trainer(bad, RunDir(tmp_path / "never"))
+
+
+def test_observers_steer_the_run_through_the_records_they_return(tmp_path) -> None:
+    """`make_trainer` registered the league; another observer's record changes only the fields
+    it sets, and records apply in registration order (the league's, then this one's)."""
+    trainer = _trainer(tmp_path, "run", *MAPPING, "max_iterations=2")
+    league = trainer.steering
+    assert league.routed == frozenset(POLICIES) and league.evaluated == "generalist"
+
+    class Steer(TrainerObserver):
+        def attach(self, run: Any) -> Steering:
+            return Steering(evaluated="taps")
+
+        def after_iteration(self, run: Any, metrics: Any) -> Steering:
+            return Steering(routed=frozenset({"taps", "generalist"}))
+
+    trainer.register_observer(Steer())
+    now = trainer.steering
+    assert now.evaluated == "taps" and trainer.actor is _league(trainer).league["taps"].policy
+    assert now.assignment is league.assignment and now.destinations == league.destinations
+    summary = trainer.run()
+    assert summary["league"]["evaluated"] == "taps"
+    assert trainer.steering.routed == {"taps", "generalist"}
+    assert (tmp_path / "run" / "agent").is_dir()  # the evaluated member's agent
 
 
 def test_single_policy_configs_take_the_unchanged_path(tmp_path) -> None:
     cfg = load_config(TrainConfig, None, ["env.name=synthetic", "tasks.train=synthetic/tap"])
     assert cfg.policies == {}
-    trainer = Trainer(cfg, RunDir(tmp_path / "r"))
-    assert trainer.observers == [] and trainer.assignment is None
+    trainer = make_trainer(cfg, RunDir(tmp_path / "r"))
+    assert trainer.observers == [] and trainer.steering.assignment is None
     assert list(trainer.population.members) == [DEFAULT_POLICY]
     assert (
-        trainer.eval_name == DEFAULT_POLICY
+        trainer.steering.evaluated == DEFAULT_POLICY
         and trainer.actor is trainer.population[DEFAULT_POLICY].policy
     )
     with pytest.raises(ConfigError, match="online"):

@@ -36,7 +36,7 @@ POLICY = {
 
 def _add(pop: Population, cfg: TrainConfig, name: str, spec) -> None:
     """A league member as the league observer adds one: its own learner config and seed."""
-    pop.add(name, spec.agent.make(), member_config(cfg, name, spec), spec.agent.make)
+    pop.add_member(name, spec.agent.make(), member_config(cfg, name, spec), spec.agent.make)
 
 
 def _learners(shards: int, names=("a", "b")) -> tuple[Population, TrainConfig]:
@@ -53,7 +53,7 @@ def _learners(shards: int, names=("a", "b")) -> tuple[Population, TrainConfig]:
 def _feed(pop: Population, data, names=("a", "b")) -> None:
     for name in names:
         for t in data:
-            added = pop.route(dataclasses.replace(t, plan=EpisodePlan(policy=name)))
+            added = pop.route(dataclasses.replace(t, plan=EpisodePlan(policy=name)), [name])
             assert added == [name]
 
 
@@ -116,7 +116,7 @@ def test_learner_shards_give_the_in_process_update(monkeypatch, tmp_path) -> Non
 
         # remove b: its shard frees its slot; a new policy takes the least-loaded shard
         freed = shards.placed["b"]
-        sharded.remove("b")
+        sharded.remove_member("b")
         assert "b" not in shards.placed and ray.get(shards.workers[freed].names.remote()) == []
         _add(sharded, cfg, "c", dataclasses.replace(cfg.policies["a"]))
         _feed(sharded, data[:6], names=("c",))

@@ -59,7 +59,7 @@ def test_loop_steps_count_every_detour() -> None:
 def test_evaluation_counts_the_greedy_episodes_detours() -> None:
     result = EvalResult()
     for t in (episode("ABACBCD"), episode("AB")):  # 4 of 7 steps, 0 of 2: detours
-        result.add(t)
+        result.count(t)
     assert result.loop_step_frac == 4 / 9
     row = result.as_dict()["per_task"]["miniwob/toggle"]
     assert row == {"successes": 2, "episodes": 2, "steps": 9, "loop_steps": 4}

@@ -157,7 +157,7 @@ def test_one_counting_rule_for_collector_trainer_and_eval() -> None:
     ]
     counters: list[EpisodeCounts] = [CollectorStats(), TrainState(), EvalResult()]
     for c in counters:
-        kept = [c.add(t) for t in mix]
+        kept = [c.count(t) for t in mix]
         assert kept == [True, True, True, True, False, False]
         assert (c.episodes, c.successes, c.truncated, c.unlabelled) == (4, 2, 1, 1)
         assert c.success_rate == 0.5

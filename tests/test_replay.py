@@ -16,8 +16,8 @@ def trajectories():
 def test_fifo_eviction(trajectories) -> None:
     buf = ReplayBuffer(capacity=5)
     for t in trajectories[:4]:
-        assert buf.add(t) == []
-    evicted = [e for t in trajectories[4:8] for e in buf.add(t)]
+        assert buf.add_trajectory(t) == []
+    evicted = [e for t in trajectories[4:8] for e in buf.add_trajectory(t)]
     assert [e.episode_id for e in evicted] == [t.episode_id for t in trajectories[:3]]
     assert [t.episode_id for t in buf] == [t.episode_id for t in trajectories[3:8]]
     assert buf.num_steps == sum(t.length for t in trajectories[3:8])

@@ -17,6 +17,7 @@ def test_resolve_suite_glob_and_list() -> None:
         "synthetic/tap",
         "synthetic/type",
         "synthetic/steps",
+        "synthetic/answer",
     ]
     assert [t.name for t in resolve("synthetic/t*")] == ["synthetic/tap", "synthetic/type"]
     assert len(resolve("synthetic/tap,synthetic/tap,synthetic/steps")) == 2

@@ -11,7 +11,7 @@ from devicerl.config import load_config
 from devicerl.data.store import TrajectoryStore
 from devicerl.errors import ConfigError
 from devicerl.runtime.loop.evaluation import wilson_interval
-from devicerl.runtime.loop.trainer import Trainer
+from devicerl.runtime.loop.factory import make_trainer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.testing.chat_server import ScriptedChatServer
@@ -34,7 +34,7 @@ def train(tmp_path, name: str, *overrides: str) -> dict:
     cfg = load_config(TrainConfig, None, [*FAST, *LEARN, *overrides])
     run = RunDir(tmp_path / name)
     run.create().save_config(cfg)
-    return Trainer(cfg, run).run()
+    return make_trainer(cfg, run).run()
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_bad_configs_fail_at_start(tmp_path) -> None:
         load_config(TrainConfig, None, ["digirl.lamda=0.3"])
     cfg = load_config(TrainConfig, None, [*FAST, "agent.kind=api", "agent.api.chat.model=x"])
     with pytest.raises(ConfigError, match=r"log-prob|cannot be trained|not trainable"):
-        Trainer(cfg, RunDir(tmp_path / "never"))
+        make_trainer(cfg, RunDir(tmp_path / "never"))
     assert not (tmp_path / "never").exists()
 
 

@@ -248,7 +248,7 @@ def _train_and_eval(
     allow: bool,
     resume: bool = False,
 ) -> RunResult:
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
 
     if reuse and (done := _finished(folder, cfg, system, allow)) is not None:
         print(f"== {system} seed {seed}: reusing the finished run in {folder}")
@@ -261,7 +261,7 @@ def _train_and_eval(
         t0 = run_dir.config_path.stat().st_mtime  # the run's start (config.yaml is kept)
         run_dir.lock()
         try:
-            trainer = Trainer(cfg, run_dir, resume=True)
+            trainer = make_trainer(cfg, run_dir, resume=True)
         except BaseException:
             run_dir.unlock()
             raise
@@ -275,7 +275,7 @@ def _train_and_eval(
         if start := _start_agent(cfg):
             write_json(folder / START_AGENT_FILE, start, indent=1)
         t0 = time.time()
-        trainer = Trainer(cfg, run_dir)
+        trainer = make_trainer(cfg, run_dir)
     summary = trainer.run()
     summary_file = run_dir.path / "summary.json"
     write_json(summary_file, {**summary, "started_at": t0})
@@ -303,7 +303,7 @@ def evaluate_agent(
     actions (T=1). With `reuse`, a finished evaluation there of the same config and agent files
     (`START_AGENT_FILE`: a fresh checkout of a committed agent is the same agent) by the same
     code is read instead. ``agent_dir=None``: the agent `cfg` builds (the random policy)."""
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
 
     ecfg = replace(
         cfg,
@@ -318,7 +318,7 @@ def evaluate_agent(
     run_dir = RunDir(sub).create()
     run_dir.save_config(ecfg)
     write_json(sub / START_AGENT_FILE, _start_agent(ecfg), indent=1)
-    Trainer(ecfg, run_dir).run()
+    make_trainer(ecfg, run_dir).run()
     return _eval_file(sub)
 
 
@@ -365,7 +365,7 @@ def train_phases(
     is reached (``current``: the folder still holds the policies as they were at that mark). A
     finished phase of the same config and code is reused; an unfinished one resumes from its
     last checkpoint. Returns the last summary (plus ``started_at`` and ``wall_s``, all phases)."""
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
 
     phases = [replace(cfg, env_steps=m) for m in marks]
     done, current = -1, -1  # the last finished phase; the phase whose config is saved
@@ -388,7 +388,7 @@ def train_phases(
         (folder / "summary.json").unlink(missing_ok=True)
         print(f"== {folder.name}: training to {marks[i]} env steps", flush=True)
         t0 = time.time()
-        summary = Trainer(phases[i], run_dir, resume=resume).run()
+        summary = make_trainer(phases[i], run_dir, resume=resume).run()
         if summary.get("stopped_by"):
             raise SystemExit(f"stopped by {summary['stopped_by']}: re-run to resume")
         summary["started_at"] = previous.get("started_at", t0)

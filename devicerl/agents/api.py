@@ -13,27 +13,45 @@ retries (`ChatError`) or a reply that does not parse becomes an invalid action w
 concurrently from threads, bounded by the client's concurrency cap. The API key is read from the
 environment variable named in ``ChatConfig.api_key_env``.
 
+A failing endpoint costs each episode a bounded time, not each action: an episode's requests
+share one failure budget (as many failed attempts in all as the client makes for one request,
+its retries + 1, each ``chat.timeout_s`` at most; the collector names each observation's
+episode). Once it is spent the episode's remaining
+actions are invalid at once, without a request, with the reason; a later episode starts with a
+fresh budget. `close` cancels what is in flight.
+
 It has no log-probabilities: ``trainable`` is False, `log_prob` raises a clear error and
 trainers refuse it (`require_trainable`); evaluation and data collection work.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, Policy
-from devicerl.clients.chat import ChatAuthError, ChatClient, ChatConfig, ChatError, image_part
+from devicerl.clients.chat import (
+    CallBudget,
+    ChatAuthError,
+    ChatClient,
+    ChatConfig,
+    ChatError,
+    call_budget,
+    image_part,
+)
 from devicerl.codecs import ActionCodec, AutoUICodec, PromptStep, openai_messages
 from devicerl.errors import ConfigError
 from devicerl.records import Observation
 
 #: Longest UI-element list in a prompt.
 MAX_ELEMENTS = 50
+#: Episodes whose budgets are remembered (the oldest are forgotten: they ended long ago).
+MAX_EPISODES = 4096
 
 
 @dataclass
@@ -60,6 +78,7 @@ class APIAgent(Policy):
     ``codec``: the action language (None: AutoUI's)."""
 
     trainable = False
+    uses_episodes = True  #: `act` gets each observation's episode key (``episodes=``)
 
     @property
     def uses_history(self) -> bool:  # type: ignore[override]
@@ -86,6 +105,22 @@ class APIAgent(Policy):
         self.include_elements = bool(include_elements)
         self.client = client or ChatClient(self.config.chat, temperature=self.temperature)
         self.codec = codec or AutoUICodec()
+        self._budgets: OrderedDict[Hashable, CallBudget] = OrderedDict()
+        self._lock = threading.Lock()
+        self._cancel = threading.Event()
+
+    def budget(self, episode: Hashable | None) -> CallBudget:
+        """The failure budget of ``episode`` (None: a fresh one, for this action alone)."""
+        attempts = self.client.max_retries + 1
+        if episode is None:
+            return CallBudget(attempts, cancel=self._cancel)
+        with self._lock:
+            budget = self._budgets.get(episode)
+            if budget is None:
+                budget = self._budgets[episode] = CallBudget(attempts, cancel=self._cancel)
+                if len(self._budgets) > MAX_EPISODES:
+                    self._budgets.popitem(last=False)
+            return budget
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
@@ -100,11 +135,17 @@ class APIAgent(Policy):
         image = image_part(obs.screenshot, "png") if obs.screenshot is not None else None
         return openai_messages(chat, image)
 
-    def _one(self, obs: Observation, greedy: bool) -> ActionSample:
+    def _one(self, obs: Observation, greedy: bool, episode: Hashable | None) -> ActionSample:
         t0 = time.perf_counter()
         params = {"temperature": 0.0} if greedy else {}
+        budget = self.budget(episode)
+        spent = budget.spent()
+        if spent is not None:  # this episode's endpoint failures used up its budget
+            reason = f"API not asked: {spent} in this episode"
+            return ActionSample(Action.invalid("", reason), None, None, {"error": reason})
         try:
-            reply = self.client.complete(self.messages(obs), **params)
+            with call_budget(budget):
+                reply = self.client.complete(self.messages(obs), **params)
         except ChatAuthError:
             raise  # every later request would fail too: stop the run
         except ChatError as e:
@@ -126,12 +167,36 @@ class APIAgent(Policy):
         observations: Sequence[Observation],
         greedy: bool = False,
         epsilon: Sequence[float] | None = None,
+        episodes: Sequence[Hashable] | None = None,
     ) -> list[ActionSample]:
+        """``episodes``: each observation's episode key (its failure budget's)."""
+        keys = list(episodes) if episodes is not None else [None] * len(observations)
         if len(observations) <= 1:
-            return [self._one(o, greedy) for o in observations]
-        workers = min(len(observations), self.client.config.max_concurrency)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="api-agent") as pool:
-            return list(pool.map(lambda o: self._one(o, greedy), observations))
+            return [self._one(o, greedy, k) for o, k in zip(observations, keys)]
+        # one daemon thread per request (the client caps how many are in flight): a request
+        # still waiting on a dead endpoint never keeps the process alive
+        out: list[Any] = [None] * len(observations)
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                out[i] = self._one(observations[i], greedy, keys[i])
+            except BaseException as e:  # an auth error: raised in the caller's thread
+                errors.append(e)
+
+        threads = [
+            threading.Thread(target=one, args=(i,), name="api-agent", daemon=True)
+            for i in range(len(observations))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+        return out
 
     def close(self) -> None:
+        """Cancel the requests in flight (their actions come back invalid) and close."""
+        self._cancel.set()
         self.client.close()

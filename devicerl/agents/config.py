@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from devicerl.actions import ActionType
+from devicerl.actions import AITW_TYPES, ActionType
 from devicerl.config import drop_retired
 from devicerl.errors import ConfigError
 
@@ -160,6 +160,14 @@ class AutoUIOptions:
         return dataclasses.replace(config, lora=self.lora)
 
 
+#: Why a newer action type cannot be among the small agent's (or its uniform baseline's) types.
+SMALL_TYPES_ONLY = (
+    "the small agent chooses among AitW's seven types ("
+    + ", ".join(t.value for t in AITW_TYPES)
+    + "); long press, open app, wait and answer are for agents that write actions as text"
+)
+
+
 @dataclass
 class SmallAgentConfig:
     """Architecture and behaviour of the small agent (saved as JSON next to the weights)."""
@@ -228,6 +236,9 @@ class SmallAgentConfig:
             self.features = dataclasses.replace(self.features, elem_words=12)
         if self.allowed_types is not None:
             self.allowed_types = tuple(ActionType(t).value for t in self.allowed_types)
+            beyond = [t for t in self.allowed_types if ActionType(t) not in AITW_TYPES]
+            if beyond:
+                raise ValueError(f"allowed_types {beyond}: {SMALL_TYPES_ONLY}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} must be divisible by n_heads {self.n_heads}")
         if self.temperature <= 0:
@@ -307,6 +318,8 @@ class SmallAgentOptions:
         for t in self.allowed_types or ():
             if t not in ActionType.__members__ and t not in {a.value for a in ActionType}:
                 raise ConfigError(f"agent.small.allowed_types: {t!r} is not an action type")
+            if ActionType(t) not in AITW_TYPES:
+                raise ConfigError(f"agent.small.allowed_types: {t!r}: {SMALL_TYPES_ONLY}")
         for key, names, known in (
             ("heads", self.heads, SMALL_HEADS),
             ("inputs", self.inputs, SMALL_INPUTS),

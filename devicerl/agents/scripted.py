@@ -24,12 +24,16 @@ from devicerl.records import Observation
 
 _TAP_RE = re.compile(r"^Tap the box labelled (\w+)$")
 _TYPE_RE = re.compile(r"^Type (\w+) into the box labelled (\w+)$")
+_COUNT = "How many boxes are there? Answer with the number."
 
 
 class SyntheticOracle(Policy):
-    """Solves ``synthetic/tap`` and ``synthetic/type``; answers "impossible" otherwise."""
+    """Solves ``synthetic/tap``, ``synthetic/type`` and ``synthetic/answer`` (it answers the
+    number of listed boxes); says "impossible" otherwise."""
 
     def _one(self, obs: Observation) -> Action:
+        if obs.instruction == _COUNT:
+            return Action.answer(str(len(obs.elements)))
         m = _TAP_RE.match(obs.instruction)
         word, label = (None, m.group(1)) if m else (None, None)
         m = _TYPE_RE.match(obs.instruction)

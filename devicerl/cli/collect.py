@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
     from devicerl.runtime.setup.preflight import check_run_config
 
     # collecting is online and learns nothing, whatever the file says (a pre-training file
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     cfg.eval.at_end = False
     check_run_config(cfg)
     run_dir, trainer = start_new_run(
-        args, cfg, "collect", lambda r: Trainer(cfg, r), resumable=False
+        args, cfg, "collect", lambda r: make_trainer(cfg, r), resumable=False
     )
     with discard_if_refused(run_dir):
         summary = trainer.run()

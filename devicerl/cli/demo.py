@@ -131,9 +131,9 @@ def train_and_evaluate(args: argparse.Namespace) -> int:
     check_run_config(cfg)
     _check_out(args.out, args.overwrite)  # refused before torch and Chromium start
     run_dir = RunDir(args.out)
-    from devicerl.runtime.loop.trainer import Trainer
+    from devicerl.runtime.loop.factory import make_trainer
 
-    trainer = Trainer(cfg, run_dir)
+    trainer = make_trainer(cfg, run_dir)
     start_run(run_dir, cfg, overwrite=args.overwrite)
     summary = trainer.run()
     if trainer.stopped:

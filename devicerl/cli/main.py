@@ -26,6 +26,7 @@ COMMANDS = (
     "eval",
     "collect",
     "tasks",
+    "env",
     "view",
     "judge-eval",
     "bench",

@@ -9,7 +9,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tasks",
         help="list task suites, splits and tasks",
-        description="Without SPEC: list the task suites and splits. With SPEC (a suite, a "
+        description="Without SPEC: list the task suites (with what a suite's tasks need to run "
+        "beyond devicerl, e.g. BrowserGym's environment and a benchmark's servers) and splits. "
+        "With SPEC (a suite, a "
         "split, a glob such as miniwob/click-*, an instruction-list file, a suite file of your "
         "own web tasks, or a comma-separated mix): list the tasks it resolves to.",
     )
@@ -49,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
     if args.spec is None:
         print("suites:")
         for name in tasks.suites():
-            print(f"  {name}")
+            needs = tasks.suite_needs(name)
+            print(f"  {name}" + (" - needs:" if needs else ""))
+            for line in needs:
+                print(f"      {line}")
         if tasks.splits():
             print("splits:")
             for name, patterns in sorted(tasks.splits().items()):

@@ -42,28 +42,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devicerl.runtime.distributed import group as dist_group
+    from devicerl.runtime.distributed import process_group
 
     # under `accelerate launch`, rank 0 runs the trainer and the other ranks only learn
-    group = dist_group.init_from_launcher() if dist_group.launched() else None
-    if group is not None and group.rank != 0:
+    launch = process_group.init_from_launcher() if process_group.launched() else None
+    if launch is not None and launch.rank != 0:
         from devicerl.runtime.distributed.learners import follow
 
         try:
-            return follow(group)
+            return follow(launch)
         finally:
-            dist_group.leave()
+            process_group.leave()
     try:
-        return _train(args, group)
+        return _train(args, launch)
     finally:
-        if group is not None:
+        if launch is not None:
             from devicerl.runtime.distributed.learners import release
 
-            release(group)
-            dist_group.leave()
+            release(launch)
+            process_group.leave()
 
 
-def _train(args: argparse.Namespace, group) -> int:
+def _train(args: argparse.Namespace, launch) -> int:
     import sys
 
     from devicerl.errors import ConfigError
@@ -86,19 +86,21 @@ def _train(args: argparse.Namespace, group) -> int:
             return 0
         check_run_config(cfg)
         # torch loads here, not for --help
-        from devicerl.runtime.loop.trainer import Trainer
+        from devicerl.runtime.loop.factory import make_trainer
 
         run_dir.lock()
-        trainer = Trainer(cfg, run_dir, resume=True, group=group)
+        trainer = make_trainer(cfg, run_dir, resume=True, launch=launch)
         if overrides:
             run_dir.save_config(cfg)
     else:
         cfg = resolve_config(args)  # a bad config or --print-config ends here, before torch
         check_run_config(cfg)
-        from devicerl.runtime.loop.trainer import Trainer
+        from devicerl.runtime.loop.factory import make_trainer
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
-        run_dir, trainer = start_new_run(args, cfg, prefix, lambda r: Trainer(cfg, r, group=group))
+        run_dir, trainer = start_new_run(
+            args, cfg, prefix, lambda r: make_trainer(cfg, r, launch=launch)
+        )
     if args.resume:
         summary = trainer.run()
     else:

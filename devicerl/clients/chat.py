@@ -6,7 +6,10 @@ Shared by the API agent and the VLM judge. It is thread-safe and bounded:
   connection errors and unreadable bodies; other 4xx fail at once; 401/403 raise
   `ChatAuthError`, which stops the run (one line naming the endpoint and the variable);
 - the API key is read from the environment variable named by ``api_key_env`` and is never
-  stored in configs, logs or errors (`devicerl.secrets` scrubs it from every message).
+  stored in configs, logs or errors (`devicerl.secrets` scrubs it from every message);
+- a caller can bound what a series of requests may spend in all (`call_budget`: failed
+  attempts, a deadline, an event that cancels them): a judge gives each episode's verdict a
+  budget, the API agent each episode's failures, so a failing endpoint costs a known time.
 
 `ChatClient.complete` returns a `ChatReply` or raises `ChatError` once retries are spent; callers
 turn that into an invalid action or an "unknown" verdict, so a dead API never crashes a run.
@@ -22,7 +25,8 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +110,55 @@ class TokenBucket:
                     return
                 wait = (1.0 - self._tokens) / self.rate
             time.sleep(wait)
+
+
+@dataclass
+class CallBudget:
+    """What the requests made under `call_budget` may spend in all: ``attempts`` failed
+    attempts (None: each request's own retries only), seconds until ``deadline`` (a
+    `time.monotonic` value; None: no limit) and an event that ``cancel``s them. The client
+    counts the failed attempts in ``failed``; no attempt starts once one of the three is spent,
+    a request waits at most until the deadline, and a backoff ends when it is cancelled."""
+
+    attempts: int | None = None
+    deadline: float | None = None
+    cancel: threading.Event | None = None
+    failed: int = 0
+
+    def spent(self) -> str | None:
+        """Why no further attempt may start (None: one may)."""
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
+        if self.attempts is not None and self.failed >= self.attempts:
+            return f"failure budget of {self.attempts} attempts spent"
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return "time budget spent"
+        return None
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def wait(self, seconds: float) -> None:
+        """A backoff: ``seconds``, or less when the deadline comes first or it is cancelled."""
+        left = self.seconds_left()
+        seconds = seconds if left is None else min(seconds, left)
+        if self.cancel is not None:
+            self.cancel.wait(seconds)
+        else:
+            time.sleep(seconds)
+
+
+_BUDGET: ContextVar[CallBudget | None] = ContextVar("devicerl_chat_budget", default=None)
+
+
+@contextlib.contextmanager
+def call_budget(budget: CallBudget) -> Iterator[CallBudget]:
+    """Every `ChatClient.complete` in this thread, inside the block, spends from ``budget``."""
+    token = _BUDGET.set(budget)
+    try:
+        yield budget
+    finally:
+        _BUDGET.reset(token)
 
 
 @dataclass
@@ -218,7 +271,8 @@ class ChatClient:
         return min(self.backoff_max_s, base) * (0.8 + 0.4 * random.random())
 
     def complete(self, messages: Sequence[Message], **params: Any) -> ChatReply:
-        """Send one chat request; retry within bounds; raise `ChatError` when out of retries."""
+        """Send one chat request; retry within bounds (the retries, and the `call_budget` this
+        thread is in); raise `ChatError` when they are spent."""
         body: dict[str, Any] = {
             "model": self.config.model,
             "messages": list(messages),
@@ -232,18 +286,28 @@ class ChatClient:
         t0 = time.perf_counter()
         import httpx
 
+        budget = _BUDGET.get() or CallBudget()
+        attempts = 0
         for attempt in range(self.max_retries + 1):
+            stopped = budget.spent()
+            if stopped is not None:
+                break
+            attempts += 1
             retry_after = None
+            timeout = self.config.timeout_s
+            left = budget.seconds_left()
+            if left is not None:
+                timeout = max(0.001, min(timeout, left))
             with self._sem:
                 self._bucket.acquire()
                 with self._lock:
                     self.stats.requests += 1
                     self.stats.started_at.append(time.monotonic())
                 try:
-                    resp = self._http.post(url, json=body, headers=self._headers())
+                    resp = self._http.post(url, json=body, headers=self._headers(), timeout=timeout)
                     status = resp.status_code
                 except httpx.TimeoutException:
-                    status, last = None, f"timed out after {self.config.timeout_s}s"
+                    status, last = None, f"timed out after {timeout:.3g}s"
                     resp = None
                 except httpx.TransportError as e:
                     status, last = None, f"connection error: {type(e).__name__}"
@@ -269,19 +333,18 @@ class ChatClient:
                         status,
                         attempt + 1,
                     )
-            if attempt < self.max_retries:
+            budget.failed += 1
+            if attempt < self.max_retries and budget.spent() is None:
                 with self._lock:
                     self.stats.retries += 1
                 delay = self._delay(attempt, retry_after)
                 log.info("chat request failed (%s); retry %d in %.2fs", last, attempt + 1, delay)
-                time.sleep(delay)
+                budget.wait(delay)
         with self._lock:
             self.stats.failures += 1
-        raise ChatError(
-            f"{url}: gave up after {self.max_retries + 1} attempts: {last}",
-            status,
-            self.max_retries + 1,
-        )
+        stopped = budget.spent()
+        why = f"gave up after {attempts} attempts" + (f" ({stopped})" if stopped else "")
+        raise ChatError(f"{url}: {why}: {last}", status, attempts)
 
     def _auth_message(self, url: str, status: int) -> str:
         var = self.config.api_key_env

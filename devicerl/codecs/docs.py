@@ -40,6 +40,27 @@ ACTION_DOCS: tuple[ActionDoc, ...] = (
     ActionDoc(ActionType.PRESS_HOME, "Press the home button.", (Action.home(),)),
     ActionDoc(ActionType.PRESS_ENTER, "Press the enter key.", (Action.enter(),)),
     ActionDoc(
+        ActionType.LONG_PRESS,
+        "Touch one point and hold it for a number of seconds (opens context menus, selects text).",
+        (Action.long_press(0.5, 0.4, 1.0),),
+    ),
+    ActionDoc(
+        ActionType.OPEN_APP,
+        "Open an app by its name (phones only; on a web page it does nothing).",
+        (Action.open_app("Settings"),),
+    ),
+    ActionDoc(
+        ActionType.WAIT,
+        "Wait a number of seconds for the screen to finish loading.",
+        (Action.wait(2.0),),
+    ),
+    ActionDoc(
+        ActionType.ANSWER,
+        "Tell the user the information the task asks for. It does not end the episode: "
+        "declare the task complete afterwards.",
+        (Action.answer("The meeting is at 3 pm"),),
+    ),
+    ActionDoc(
         ActionType.STATUS_TASK_COMPLETE,
         "Declare the task complete (ends the episode).",
         (Action.complete(),),

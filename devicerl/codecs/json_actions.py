@@ -42,14 +42,14 @@ def format_action(action: Action) -> str:
     lift point for a tap. An invalid action is written back as its raw text."""
     if action.type is ActionType.INVALID:
         return action.raw
-    d: dict[str, Any] = {"type": action.type.value}
+    d: dict[str, Any] = action.to_dict()
     if action.touch is not None:
         d["touch"] = [round(v, PRECISION) for v in action.touch]
         lift = [round(v, PRECISION) for v in action.lift or action.touch]
         if lift != d["touch"]:
             d["lift"] = lift
-    if action.type is ActionType.TYPE:
-        d["text"] = action.text
+        else:
+            d.pop("lift", None)
     return json.dumps(d, ensure_ascii=False)
 
 

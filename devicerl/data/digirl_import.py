@@ -12,7 +12,8 @@ refused with a `DataError`, never executed.
 
 Mapping (documented choices):
 - ``action`` is parsed with `parse_autoui` (never fails; unparseable text becomes an invalid
-  action) and kept verbatim in `Step.text`.
+  action; AutoUI's spelling of the newer types, long press, open app, wait and answer, reads
+  as those types) and kept verbatim in `Step.text`.
 - ``image_path`` names the screenshot taken *after* the step (the reference saves
   ``<id>_<n>.png`` after its n-th action), so step h's own screenshot is step h-1's
   ``image_path``, the first one is the same name with n-1, and the last ``image_path`` is the

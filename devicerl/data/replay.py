@@ -40,7 +40,7 @@ class ReplayBuffer:
         self.total_evicted = 0
 
     # -- contents ---------------------------------------------------------------------------
-    def add(self, trajectory: Trajectory) -> list[Trajectory]:
+    def add_trajectory(self, trajectory: Trajectory) -> list[Trajectory]:
         """Append one trajectory; returns the trajectories evicted to make room."""
         self._items.append(trajectory)
         self._num_steps += trajectory.length
@@ -57,7 +57,7 @@ class ReplayBuffer:
 
     def extend(self, trajectories: Iterable[Trajectory]) -> None:
         for t in trajectories:
-            self.add(t)
+            self.add_trajectory(t)
 
     def __len__(self) -> int:
         return len(self._items)

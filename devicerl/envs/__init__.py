@@ -10,5 +10,6 @@ from devicerl.envs.registry import EnvSpec, make, register, registered
 register("synthetic", "devicerl.envs.synthetic:SyntheticEnv")
 register("browser", "devicerl.envs.browser.paged:make_browser")
 register("android", "devicerl.envs.android.env:AndroidEnv")
+register("foreign", "devicerl.envs.foreign.env:ForeignEnv")
 
 __all__ = ["DeviceEnv", "EnvSpec", "TaskStatus", "make", "register", "registered"]

@@ -5,13 +5,19 @@ The base class owns the episode rules so every device behaves the same:
 - "task complete" / "task impossible" end the episode (success comes from the task's check);
 - the episode is truncated at the task's step budget (``info["end_reason"] == "max_steps"``);
 - reward is sparse: 1.0 on the step where the task is solved, else 0.0; the device's own raw
-  reward is kept in ``info["raw_reward"]``.
+  reward is kept in ``info["raw_reward"]``;
+- an answer (``ANSWER``) is recorded, not performed: `DeviceEnv.answer` holds the episode's
+  last one for the task's own check, which runs after the step as after any other; it ends
+  nothing by itself;
+- a type the device cannot perform (`DeviceEnv.unsupported`, e.g. OPEN_APP on a browser) is an
+  invalid action, recorded with the device's reason.
 
 `step` applies these rules once for every backend; a backend implements `_reset` and `_step`
 (one action -> the observation and the task's `TaskStatus`), either directly (to fuse them into
 one round trip, as the browser does) or through the default `_step`, which calls `_act`,
 `_observe` and `_status`. `_check_action` turns actions the device cannot perform into invalid
-ones (no-ops) before the rules see them.
+ones (no-ops) before the rules see them; a backend's `_act` never sees an invalid, terminal or
+answer action.
 """
 
 from __future__ import annotations
@@ -20,13 +26,13 @@ import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
-from devicerl.actions import Action
+from devicerl.actions import Action, ActionType
 from devicerl.errors import TaskError
 from devicerl.records import EndReason, Observation, StepResult, Task, TaskStatus
 
-__all__ = ["DeviceEnv", "TaskStatus", "set_task_resolver"]
+__all__ = ["DeviceEnv", "TaskStatus", "performed", "set_task_resolver"]
 
 #: Turns a task name into a `Task`. Task names belong to the suites in `devicerl.tasks`, a layer
 #: above the devices, which installs its resolver when imported (devices never import it).
@@ -44,6 +50,8 @@ class DeviceEnv(ABC):
 
     #: Registry name of the backend (set by subclasses).
     name: str = "device"
+    #: Action types this device cannot perform -> why (they become invalid actions).
+    unsupported: ClassVar[dict[ActionType, str]] = {}
 
     def __init__(self, task: Task | str | None = None) -> None:
         self.default_task = task
@@ -51,6 +59,8 @@ class DeviceEnv(ABC):
         self.seed: int | None = None
         self.steps_taken = 0
         self.episode_over = True
+        #: The episode's last answer (the text of its last ANSWER action), None before one.
+        self.answer: str | None = None
         self._closed = False
 
     # -- hooks ------------------------------------------------------------------------------
@@ -61,12 +71,15 @@ class DeviceEnv(ABC):
     def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         """Perform ``action`` unless it is invalid or terminal; return what the device shows
         then and the task's own verdict. Extra facts go into the status's ``info``."""
-        if not action.is_invalid and not action.is_terminal:
+        if performed(action):
             self._act(action)
         return self._observe(), self._status()
 
     def _check_action(self, action: Action) -> Action:
         """``action``, or an invalid action when this device cannot perform it."""
+        reason = self.unsupported.get(action.type)
+        if reason is not None:
+            return Action.invalid(raw=action.to_json(), reason=reason)
         return action
 
     def _act(self, action: Action) -> None:
@@ -111,6 +124,7 @@ class DeviceEnv(ABC):
         self.seed = int(seed) if seed is not None else self._next_seed()
         self.steps_taken = 0
         self.episode_over = False
+        self.answer = None
         obs = self._reset(self.task, self.seed)
         obs.step = 0
         return obs
@@ -130,6 +144,8 @@ class DeviceEnv(ABC):
             )
         t0 = time.perf_counter()
         action = self._check_action(action)
+        if action.type is ActionType.ANSWER:
+            self.answer = action.text
         obs, status = self._step(action)
         return self._finish_step(action, obs, status, time.perf_counter() - t0)
 
@@ -184,3 +200,9 @@ class DeviceEnv(ABC):
     def __del__(self) -> None:  # best effort; close() is the contract
         with contextlib.suppress(Exception):
             self.close()
+
+
+def performed(action: Action) -> bool:
+    """Whether a device acts on ``action``: not when it is invalid (a no-op), terminal (the
+    rules end the episode) or an answer (recorded in `DeviceEnv.answer`)."""
+    return not (action.is_invalid or action.is_terminal or action.type is ActionType.ANSWER)

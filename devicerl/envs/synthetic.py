@@ -9,6 +9,13 @@ defined in `devicerl.tasks.synthetic`):
 - ``steps``: any action is a step; the episode lasts L steps (L uniform in
   [min_len, max_len], from the seed) and succeeds with probability 1/2. For throughput
   benchmarks.
+- ``answer``: 1 to k boxes; "How many boxes are there? Answer with the number." The task's
+  check reads the episode's last answer (`DeviceEnv.answer`) after every step: the right
+  number succeeds; a wrong one ends nothing (a later answer replaces it).
+
+Beyond taps, swipes and typing: a long press is no tap (a box ignores it, as a button ignores
+a long click), a wait changes nothing (nothing here changes with time), and OPEN_APP is an
+invalid action (the device has no apps).
 
 Boxes are drawn on the screenshot (with their label) and exposed as UI elements. Latencies
 (constant, uniform, lognormal with occasional very slow resets) are simulated with sleeps.
@@ -33,7 +40,7 @@ from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError
 from devicerl.records import Observation, Task, UIElement
 
-KINDS = ("tap", "type", "steps")
+KINDS = ("tap", "type", "steps", "answer")
 WORDS = (
     "apple", "river", "stone", "cloud", "tiger", "maple", "ocean", "piano", "lemon", "eagle",
     "frost", "amber", "coral", "delta", "ember", "flint", "grove", "honey", "ivory", "jade",
@@ -178,6 +185,7 @@ class SyntheticEnv(DeviceEnv):
     """The synthetic device. See the module doc for tasks, latencies and faults."""
 
     name = "synthetic"
+    unsupported = {ActionType.OPEN_APP: "the synthetic device has no apps to open"}
 
     def __init__(
         self,
@@ -248,6 +256,8 @@ class SyntheticEnv(DeviceEnv):
             raise ConfigError(f"synthetic device: unknown task {task.name!r} (kinds: {KINDS})")
         rng = np.random.default_rng(seed)
         n = int(task.params.get("n_boxes", self.n_boxes))
+        if kind == "answer":
+            n = int(rng.integers(1, n + 1))
         labels = rng.choice(len(WORDS), size=n, replace=False)
         boxes = [
             _Box(WORDS[int(i)], rect, _PALETTE[int(rng.integers(len(_PALETTE)))])
@@ -261,6 +271,8 @@ class SyntheticEnv(DeviceEnv):
         elif kind == "type":
             st.word = WORDS[int(rng.integers(len(WORDS)))]
             st.instruction = f"Type {st.word} into the box labelled {label}"
+        elif kind == "answer":
+            st.instruction = "How many boxes are there? Answer with the number."
         else:
             st.length = int(rng.integers(self.min_len, self.max_len + 1))
             st.lucky = bool(rng.random() < 0.5)
@@ -293,7 +305,7 @@ class SyntheticEnv(DeviceEnv):
     def _act(self, action: Action) -> None:
         st = self._state
         assert st is not None
-        if st.kind == "steps":
+        if st.kind in ("steps", "answer"):  # only the answer counts for an answer task
             return
         if action.type is ActionType.DUAL_POINT and action.is_tap:
             assert action.touch is not None
@@ -319,6 +331,8 @@ class SyntheticEnv(DeviceEnv):
         assert st is not None
         if st.kind == "steps" and self.steps_taken + 1 >= st.length:
             st.done, st.success = True, st.lucky
+        if st.kind == "answer" and self.answer is not None:
+            st.done = st.success = self.answer.strip() == str(len(st.boxes))
         return TaskStatus(done=st.done, success=st.success, raw_reward=1.0 if st.success else 0.0)
 
     def _observe(self) -> Observation:

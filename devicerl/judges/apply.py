@@ -17,6 +17,9 @@ How a verdict changes a finished `Trajectory` (`apply_verdict`):
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 from devicerl.judges.base import Judge, Label, Verdict
 from devicerl.records import EndReason, Judgement, Trajectory
 
@@ -97,3 +100,17 @@ def is_labelled(trajectory: Trajectory) -> bool:
     unknown): keep such episodes out of training and success statistics. Episodes no judge
     has seen keep the device's labels and count as labelled."""
     return trajectory.judgement is None or trajectory.judgement.labelled
+
+
+def detached(t: Trajectory) -> Trajectory:
+    """A copy of ``t`` that a judging thread still relabelling ``t`` cannot change (the
+    observations, the bulky part, are shared: judging never modifies them)."""
+    for attempt in range(3):
+        shared = [s.observation for s in t.steps] + [t.final_observation]
+        memo: dict[int, Any] = {id(o): o for o in shared if o is not None}
+        try:
+            return copy.deepcopy(t, memo)
+        except RuntimeError:  # the thread changed a step's dict meanwhile: copy again
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")

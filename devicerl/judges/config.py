@@ -1,6 +1,7 @@
 """Judge configuration: one key (``judge.kind``) picks the task-native or the VLM judge
 (`devicerl.judges.factory` builds it). An episode the judge cannot tell about (an unknown
-verdict) stays out of training (`devicerl.judges.runner`).
+verdict) stays out of training (`devicerl.judges.runner`). Each episode's judging has a budget
+(`JudgeBudget`: the chat client's attempts, each ``chat.timeout_s`` at most).
 
 Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ...``)::
 
@@ -14,13 +15,33 @@ Example (a ``judge:`` section of a run config, or ``devicerl judge-eval --set ..
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from devicerl.clients.chat import ChatConfig
+from devicerl.clients.chat import CallBudget, ChatClient, ChatConfig
 from devicerl.errors import ConfigError
 
 DEFAULT_CACHE = "~/.cache/devicerl/judge-cache.sqlite"
+
+
+@dataclass(frozen=True)
+class JudgeBudget:
+    """What judging one episode may spend: ``attempts`` failed requests in all (over every
+    step it judges) and ``attempts x timeout_s`` seconds. Past it the verdict is unknown, with
+    the reason, and the episode is stored unlabelled."""
+
+    attempts: int
+    timeout_s: float
+
+    @property
+    def seconds(self) -> float:
+        return self.attempts * self.timeout_s
+
+    def start(self, cancel: threading.Event | None = None) -> CallBudget:
+        """The budget of an episode whose judging starts now."""
+        return CallBudget(self.attempts, time.monotonic() + self.seconds, cancel)
 
 
 @dataclass
@@ -53,6 +74,11 @@ class JudgeConfig:
     def validate(self) -> None:
         if self.kind == "vlm" and not self.chat.model:
             raise ConfigError("judge.chat.model must name the model when judge.kind is vlm")
+
+    @property
+    def budget(self) -> JudgeBudget:
+        """Each episode's: the chat client's attempts (its retries + 1), ``chat.timeout_s`` each."""
+        return JudgeBudget(ChatClient.max_retries + 1, self.chat.timeout_s)
 
     @property
     def n_workers(self) -> int:

@@ -91,7 +91,7 @@ class JudgeReport:
     def coverage(self) -> float | None:
         return _ratio(self.judged, self.n)
 
-    def add(self, trajectory: Trajectory, truth: bool, verdict: Verdict) -> None:
+    def record(self, trajectory: Trajectory, truth: bool, verdict: Verdict) -> None:
         task = self.per_task.setdefault(trajectory.task, {"n": 0, "correct": 0, "unknown": 0})
         task["n"] += 1
         self.cached += verdict.cached
@@ -191,7 +191,7 @@ def evaluate_judge(
             if gt is None or verdict is None:
                 report.no_truth += 1
             else:
-                report.add(t, gt, verdict)
+                report.record(t, gt, verdict)
             if progress is not None:
                 progress(report, t)
     report.elapsed_s = time.perf_counter() - t0

@@ -54,13 +54,24 @@ def image_digest(image: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def _user_turn(instruction: str, actions: Sequence[str], images: Sequence[np.ndarray]) -> dict:
+def _user_turn(
+    instruction: str,
+    actions: Sequence[str],
+    images: Sequence[np.ndarray],
+    answer: str | None = None,
+) -> dict:
     lines = [f"Task: {instruction}"]
     if actions:
         lines.append("Actions taken (oldest first):")
         lines += [f"{i + 1}. {a}" for i, a in enumerate(actions)]
     else:
         lines.append("Actions taken: none")
+    if answer is not None:  # only then: the prompts (and cache keys) of other episodes hold
+        lines.append(
+            f"The agent's answer to the user: {json.dumps(answer, ensure_ascii=False)}. A task "
+            "that asks for information is accomplished when this answer is right; judge it "
+            "against what the screenshots show."
+        )
     lines.append(f"Screenshots ({len(images)}, oldest first, the last is the current screen):")
     parts: list[dict[str, Any]] = [text_part("\n".join(lines))]
     parts += [{"type": "image", "array": img} for img in images]
@@ -79,13 +90,15 @@ def build_prompt(
     images: Sequence[np.ndarray],
     examples: Sequence[Example] = (),
     system_prompt: str = "",
+    answer: str | None = None,
 ) -> list[dict[str, Any]]:
-    """System message, one user/assistant pair per few-shot example, then the query."""
+    """System message, one user/assistant pair per few-shot example, then the query (with the
+    agent's ``answer`` to the user, when it gave one)."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt or SYSTEM_PROMPT}]
     for ex in examples:
         messages.append(_user_turn(ex.instruction, ex.actions, ex.images))
         messages.append({"role": "assistant", "content": format_answer(ex.label, ex.rationale)})
-    messages.append(_user_turn(instruction, actions, images))
+    messages.append(_user_turn(instruction, actions, images, answer))
     return messages
 
 

@@ -1,8 +1,9 @@
 """The VLM judge: a vision-language model decides success from the last screenshots.
 
-The model sees the task, the actions taken and the last `LAST_SCREENS` screens (plus optional
-few-shot examples) through any OpenAI-compatible chat endpoint (vLLM, hosted APIs, Gemini's
-compatible endpoint) and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared
+The model sees the task, the actions taken, the agent's answer to the user when it gave one
+(`Trajectory.answer_by`) and the last `LAST_SCREENS` screens (plus optional few-shot examples)
+through any OpenAI-compatible chat endpoint (vLLM, hosted APIs, Gemini's compatible endpoint)
+and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared
 `ChatClient` provides the rate limit, the concurrency cap and bounded retries; the key comes
 from an environment variable.
 
@@ -113,7 +114,10 @@ class VLMJudge(Judge):
         shown = [s for s in screens if s is not None][-LAST_SCREENS:]
         steps = trajectory.steps[max(0, index + 1 - MAX_ACTIONS) : index + 1]
         actions = [self.action_text(s) for s in steps]
-        messages = build_prompt(trajectory.instruction, actions, shown, self.examples)
+        answer = trajectory.answer_by(index)
+        messages = build_prompt(
+            trajectory.instruction, actions, shown, self.examples, answer=answer
+        )
         key = prompt_key(messages, **self._request(), image_format=IMAGE_FORMAT)
         hit = self._cache_get(key)
         if hit is not None:

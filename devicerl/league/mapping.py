@@ -45,7 +45,7 @@ class PolicyMapping:
         """The tasks among ``tasks`` that can be routed to ``policy``."""
         return [t for t in tasks if any(r.policy == policy for r in self.candidates(t))]
 
-    def add(self, rule: MappingRule) -> None:
+    def add_rule(self, rule: MappingRule) -> None:
         self.rules.append(rule)
 
     def remove_policy(self, policy: str) -> None:

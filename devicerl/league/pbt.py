@@ -69,7 +69,9 @@ class PBT:
             set_hparams(spec, {n: self._resample(n) for n in self.names})
             policy = copy.deepcopy(base.policy)
             apply_to_policy(policy, spec)
-            self.league.add(name, spec, policy, parent=base.name, teachers=list(base.teachers))
+            self.league.add_member(
+                name, spec, policy, parent=base.name, teachers=list(base.teachers)
+            )
             for rule in rules:
                 self.league.add_rule(name, rule.tasks, rule.weight)
             self.members.append(name)

@@ -135,7 +135,7 @@ def load_league(directory: str | Path) -> tuple[League, PBT | None]:
             raise DataError(f"{root / m['weights']}: weights hash differs from {STATE}")
         if not spec.trainable:
             policy = Frozen(policy)
-        member = league.add(
+        member = league.add_member(
             m["name"], spec, policy, parent=m["parent"], snapshot=bool(m["snapshot"]),
             teachers=list(m["teachers"]),
         )  # fmt: skip

@@ -127,11 +127,11 @@ class League:
         if not config.mapping:
             league.mapping = PolicyMapping.from_policies(policies, seed)
         for name, spec in policies.items():
-            league.add(name, spec, spec.agent.make(), teachers=list(spec.learn_from))
+            league.add_member(name, spec, spec.agent.make(), teachers=list(spec.learn_from))
         return league
 
     # -- membership ---------------------------------------------------------------------------
-    def add(
+    def add_member(
         self,
         name: str,
         spec: PolicySpec,
@@ -215,7 +215,7 @@ class League:
         suffix = 1
         while snap_name in self.members:
             snap_name, suffix = f"{name}@{self.iteration}.{suffix}", suffix + 1
-        member = self.add(snap_name, frozen_spec, Frozen(clone), parent=name, snapshot=True)
+        member = self.add_member(snap_name, frozen_spec, Frozen(clone), parent=name, snapshot=True)
         self.success.copy_policy(name, snap_name)
         self.counters["snapshots"] += 1
         rate, n = self.success.policy_rate(name)
@@ -276,4 +276,4 @@ class League:
         """Route episodes of ``tasks`` to ``policy`` too."""
         if policy not in self.members:
             raise ConfigError(f"league.mapping: unknown policy {policy!r}")
-        self.mapping.add(MappingRule(policy, tasks, weight))
+        self.mapping.add_rule(MappingRule(policy, tasks, weight))

@@ -8,6 +8,8 @@ and registers the devices named after suites (``make("miniwob/click-test")``,
 from devicerl.envs.base import set_task_resolver
 from devicerl.envs.registry import register as register_device
 from devicerl.tasks.base import SEED_RANGES, Task, TaskInstance, TaskSampler
+from devicerl.tasks.browsergym import AGENTLAB_TEST, AGENTLAB_TRAIN
+from devicerl.tasks.browsergym import task_name as browsergym_name
 from devicerl.tasks.miniwob_table3 import TABLE3_TASKS, TRAIN, UNSEEN_TASKS, package_name
 from devicerl.tasks.registry import (
     get,
@@ -15,6 +17,7 @@ from devicerl.tasks.registry import (
     register_suite,
     resolve,
     splits,
+    suite_needs,
     suite_tasks,
     suites,
 )
@@ -25,10 +28,17 @@ register_device("miniwob", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=
 register_device("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("webskills/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
 register_device("webskills-reach/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
+register_device("browsergym", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
+register_device("browsergym/*", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
 register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
 register_suite("webskills-reach", "devicerl.tasks.webskills:webskills_reach_tasks")
+register_suite(
+    "browsergym",
+    "devicerl.tasks.browsergym:browsergym_tasks",
+    needs="devicerl.tasks.browsergym:browsergym_needs",
+)
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(
     "miniwob-dev",
@@ -66,6 +76,12 @@ register_split("miniwob-table3", [package_name(t) for t in TABLE3_TASKS])
 register_split("miniwob-train", [package_name(t) for t in TRAIN])
 register_split("miniwob-unseen", [package_name(t) for t in UNSEEN_TASKS])
 
+#: AgentLab's MiniWoB++ through BrowserGym (`devicerl.tasks.browsergym`): its 125 tasks and its
+#: ``browsergym_split`` column.
+register_split("agentlab-miniwob", ["browsergym/miniwob.*"])
+register_split("agentlab-miniwob-train", [browsergym_name(t) for t in AGENTLAB_TRAIN])
+register_split("agentlab-miniwob-test", [browsergym_name(t) for t in AGENTLAB_TEST])
+
 __all__ = [
     "SEED_RANGES",
     "Task",
@@ -76,6 +92,7 @@ __all__ = [
     "register_suite",
     "resolve",
     "splits",
+    "suite_needs",
     "suite_tasks",
     "suites",
 ]

@@ -4,7 +4,9 @@ A researcher's own web tasks need no Python. Each task names its page (a local H
 served on loopback, or an ``http(s)`` URL), an instruction (a template whose ``{field}``
 placeholders are filled with values drawn by the episode's seed), a success check (a JavaScript
 expression evaluated in the page after every action, with ``fields`` and ``seed`` in scope),
-optionally a failure check (ends the episode unsuccessfully), and a step budget::
+optionally a failure check (ends the episode unsuccessfully), and a step budget. The checks
+see ``fields``, ``seed`` and ``answer`` (the agent's last answer, an ANSWER action's text; null
+before one), so a task that asks for information checks ``answer === fields.total``::
 
     suite: forms                 # task names are forms/<name> (default: the file's stem)
     viewport: [160, 210]         # the page's size in CSS pixels (default 320 x 240)
@@ -218,7 +220,9 @@ _STATUS_JS = """(() => {
   const check = (source) => {
     if (!source) return false;
     try {
-      return !!(new Function("fields", "seed", "return (" + source + ");"))(task.fields, task.seed);
+      const answer = window.__drl ? window.__drl.answer : null;
+      return !!(new Function("fields", "seed", "answer", "return (" + source + ");"))(
+        task.fields, task.seed, answer);
     } catch (e) {
       return {error: String(e)};
     }

@@ -1,9 +1,14 @@
 """A gymnasium view of any `DeviceEnv` (it passes ``gymnasium.utils.env_checker.check_env``).
 
 Observations are ``{"screenshot": HxWx3 uint8, "instruction": str, "step": int}``; actions are
-``{"action_type": int, "touch": (x, y), "lift": (x, y), "text": str}`` with ``action_type``
-indexing `devicerl.actions.VALID_TYPES`. Tasks come from a `TaskSampler`; the gymnasium seed
-seeds both the sampler and the task instance, so equal seeds give equal episodes.
+``{"action_type": int, "touch": (x, y), "lift": (x, y), "text": str, "duration": (d,)}`` with
+``action_type`` indexing `devicerl.actions.VALID_TYPES` (AitW's seven keep indices 0-6; the
+newer types follow). ``touch`` is a long press's point, ``duration`` how long it holds or a
+wait lasts as a share of `MAX_DURATION_S` (in [0, 1] like the points; absent: the default),
+``text`` the typed text, the answer or the app to open. A
+dict the `Action` cannot take (an empty app name, a zero duration) becomes an invalid action,
+which the device records as a no-op. Tasks come from a `TaskSampler`; the gymnasium seed seeds
+both the sampler and the task instance, so equal seeds give equal episodes.
 """
 
 from __future__ import annotations
@@ -16,7 +21,15 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from devicerl.actions import VALID_TYPES, Action, ActionType
+from devicerl.actions import (
+    DEFAULT_PRESS_S,
+    DEFAULT_WAIT_S,
+    MAX_DURATION_S,
+    TEXT_TYPES,
+    VALID_TYPES,
+    Action,
+    ActionType,
+)
 from devicerl.envs.base import DeviceEnv
 from devicerl.records import Observation
 from devicerl.tasks.base import Task, TaskSampler
@@ -54,6 +67,7 @@ class GymDeviceEnv(gym.Env):
                 "touch": spaces.Box(0.0, 1.0, (2,), np.float32),
                 "lift": spaces.Box(0.0, 1.0, (2,), np.float32),
                 "text": spaces.Text(_MAX_TEXT, min_length=0, charset=_CHARSET),
+                "duration": spaces.Box(0.0, 1.0, (1,), np.float32),
             }
         )
         self._sampler = TaskSampler(self.tasks, seed=0)
@@ -69,15 +83,12 @@ class GymDeviceEnv(gym.Env):
 
     @staticmethod
     def to_action(action: dict[str, Any]) -> Action:
-        """Gym action dict -> `Action`."""
+        """Gym action dict -> `Action` (an invalid one when the dict's values do not fit)."""
         kind = VALID_TYPES[int(action["action_type"])]
-        if kind is ActionType.DUAL_POINT:
-            touch = np.clip(np.asarray(action["touch"], dtype=float), 0, 1)
-            lift = np.clip(np.asarray(action["lift"], dtype=float), 0, 1)
-            return Action.swipe(*touch.tolist(), *lift.tolist())
-        if kind is ActionType.TYPE:
-            return Action.type_text(str(action.get("text", "")))
-        return Action(kind)
+        try:
+            return _action(kind, action)
+        except ValueError as e:
+            return Action.invalid(f"gym action {kind.value}", str(e))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -110,3 +121,27 @@ class GymDeviceEnv(gym.Env):
 
     def close(self) -> None:
         self.device.close()
+
+
+def _action(kind: ActionType, action: dict[str, Any]) -> Action:
+    def point(key: str) -> list[float]:
+        return np.clip(np.asarray(action[key], dtype=float), 0, 1).tolist()
+
+    def seconds(default: float) -> float:
+        share = action.get("duration")
+        if share is None:
+            return default
+        return MAX_DURATION_S * float(np.asarray(share, dtype=float).reshape(-1)[0])
+
+    text = str(action.get("text", ""))
+    if kind is ActionType.DUAL_POINT:
+        return Action.swipe(*point("touch"), *point("lift"))
+    if kind is ActionType.LONG_PRESS:
+        return Action.long_press(*point("touch"), seconds(DEFAULT_PRESS_S))
+    if kind is ActionType.WAIT:
+        return Action.wait(seconds(DEFAULT_WAIT_S))
+    if kind is ActionType.OPEN_APP:
+        return Action.open_app(text)
+    if kind in TEXT_TYPES:
+        return Action(kind, text=text)
+    return Action(kind)

@@ -22,12 +22,29 @@ SuiteLoader = Callable[[], list[Task]]
 _SUITES: dict[str, SuiteLoader | str] = {}
 _SPLITS: dict[str, tuple[str, ...]] = {}
 _CACHE: dict[str, list[Task]] = {}
+#: Suites whose tasks need more than this machine's Python environment: what, as lines.
+_NEEDS: dict[str, Callable[[], list[str]] | str] = {}
 
 
-def register_suite(name: str, loader: SuiteLoader | str) -> None:
-    """Register a suite. ``loader`` is a callable or a ``"module:function"`` string (lazy)."""
+def register_suite(
+    name: str, loader: SuiteLoader | str, needs: Callable[[], list[str]] | str | None = None
+) -> None:
+    """Register a suite. ``loader`` is a callable or a ``"module:function"`` string (lazy);
+    ``needs`` (the same kinds) says, in lines, what its tasks need to run beyond devicerl
+    (another environment, servers, variables) and whether this machine has it."""
     _SUITES[name] = loader
     _CACHE.pop(name, None)
+    if needs is not None:
+        _NEEDS[name] = needs
+
+
+def suite_needs(name: str) -> list[str]:
+    """What suite ``name`` needs to run (lines; [] when nothing beyond devicerl)."""
+    needs = _NEEDS.get(name)
+    if isinstance(needs, str):
+        module, _, attr = needs.partition(":")
+        needs = getattr(importlib.import_module(module), attr)
+    return list(needs()) if needs is not None else []  # type: ignore[operator]
 
 
 def register_split(name: str, patterns: Sequence[str]) -> None:

@@ -15,6 +15,7 @@ def synthetic_tasks() -> list[Task]:
         Task("synthetic/tap", max_steps=5, env="synthetic"),
         Task("synthetic/type", max_steps=6, env="synthetic"),
         Task("synthetic/steps", max_steps=10, env="synthetic"),
+        Task("synthetic/answer", max_steps=3, env="synthetic"),
     ]
 
 

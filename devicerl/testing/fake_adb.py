@@ -11,7 +11,10 @@ quoting bugs show up exactly as on a device: the shell runs the line with every 
 (``input``, ``am``, ``screencap``...) defined as a function that records its argv; the
 `FakeDevice` then executes the recorded commands: ``input tap/swipe/keyevent/text`` (text with
 Android's ``%s`` rule, appended to `FakeDevice.typed`), ``am force-stop``, ADBKeyboard's
-``am broadcast -a ADB_INPUT_B64`` (only typed when that IME is active), ``screencap [-p]``,
+``am broadcast -a ADB_INPUT_B64`` (only typed when that IME is active), ``am start -n
+package/activity`` (one of the device's ``apps``: it becomes `FakeDevice.foreground`), ``cmd
+package query-activities --components`` (the ``apps``, one per line, as Android's
+PackageManagerShellCommand prints them; "No activities found" without any), ``screencap [-p]``,
 ``uiautomator dump PATH``, ``cat PATH``, ``wm size``, ``settings get``, ``getprop``. Output is
 produced by Python after the line ran, so shell redirections do not apply to it.
 
@@ -33,7 +36,7 @@ import socket
 import struct
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +44,9 @@ import numpy as np
 from devicerl.envs.android.input import ADB_KEYBOARD_IME
 
 #: Commands the fake device knows (the shell records their argv instead of running them).
-DEVICE_COMMANDS = ("input", "am", "screencap", "uiautomator", "cat", "wm", "settings", "getprop")
+DEVICE_COMMANDS = (
+    "input", "am", "cmd", "screencap", "uiautomator", "cat", "wm", "settings", "getprop"
+)  # fmt: skip
 _PLAIN = re.compile(r"[\w ./=:,-]*", re.ASCII)  # lines a shell would split on spaces only
 _PRELUDE = "".join(
     f'{c}() {{ printf "%s\\0" "$(($# + 1))" {c} "$@" >&3; }}\n' for c in DEVICE_COMMANDS
@@ -111,8 +116,9 @@ class FakeScreen:
 class FakeDevice:
     """A device of the fake server: recorded screens and a log of what it was told to do.
 
-    Screen changes: HOME shows screen 0; any other input shows the next screen (cyclically);
-    ``on_input(device, argv)`` replaces that rule.
+    Screen changes: HOME shows screen 0; any other input (an app started too) shows the next
+    screen (cyclically); ``on_input(device, argv)`` replaces that rule. ``apps`` are the
+    launcher activities (``package/activity``) the device lists and starts.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class FakeDevice:
         network: bool = False,
         props: dict[str, str] | None = None,
         on_input: Callable[[FakeDevice, list[str]], None] | None = None,
+        apps: Sequence[str] = (),
     ) -> None:
         if not screens:
             raise ValueError("a fake device needs at least one screen")
@@ -136,6 +143,8 @@ class FakeDevice:
         self.connected = not network
         self.props = dict(props or {})
         self.on_input = on_input
+        self.apps = list(apps)
+        self.foreground: str | None = None  #: the app last started (``am start -n``)
         self.screen = 0
         self.typed = ""
         self.commands: list[list[str]] = []  #: argv of every device command run
@@ -179,6 +188,8 @@ class FakeDevice:
             return self._input(args)
         if name == "am":
             return self._am(args)
+        if name == "cmd":
+            return self._cmd(args)
         if name == "screencap":
             return current.png if "-p" in args else current.raw()
         if name == "uiautomator" and args[:1] == ["dump"]:
@@ -208,13 +219,21 @@ class FakeDevice:
             self.typed += {"66": "\n", "61": "\t"}.get(args[1], "")
         elif kind not in ("tap", "swipe"):
             return f"Error: Unknown command: {kind} {args[1:]}\n".encode()
+        self._changed(["input", *args])
+        return b""
+
+    def _changed(self, argv: list[str]) -> None:
         if self.on_input is not None:
-            self.on_input(self, ["input", *args])
-        elif args == ["keyevent", "3"]:
+            self.on_input(self, argv)
+        elif argv == ["input", "keyevent", "3"]:
             self.screen = 0
         else:
             self.screen = (self.screen + 1) % len(self.screens)
-        return b""
+
+    def _cmd(self, args: list[str]) -> bytes:
+        if args[:2] != ["package", "query-activities"]:
+            return f"Unknown command: {' '.join(args[:2])}\n".encode()
+        return "".join(f"{a}\n" for a in self.apps).encode() or b"No activities found\n"
 
     def _am(self, args: list[str]) -> bytes:
         if args[:1] == ["force-stop"]:
@@ -225,6 +244,12 @@ class FakeDevice:
             return b"Broadcasting: Intent { act=ADB_INPUT_B64 flg=0x400000 }\n" + (
                 b"Broadcast completed: result=0\n"
             )
+        if args[:2] == ["start", "-n"] and len(args) == 3:
+            if args[2] not in self.apps:
+                return f"Error: Activity class {{{args[2]}}} does not exist.\n".encode()
+            self.foreground = args[2]
+            self._changed(["am", *args])
+            return f"Starting: Intent {{ cmp={args[2]} }}\n".encode()
         return b"Error: unknown am command\n"
 
 

@@ -112,11 +112,10 @@ def league_population(cfg: TrainConfig, league: League) -> Population:
     """The league's members in a `Population`, as `devicerl.runtime.loop.league.LeagueRun`
     adds them."""
     population = Population(cfg)
-    population.destinations = league.destinations
     for name, m in league.members.items():
         frozen = isinstance(m.policy, Frozen)
         config = member_config(cfg, name, m.spec)
-        population.add(
+        population.add_member(
             name, m.policy, config, m.spec.agent.make, trains=m.spec.trainable, frozen=frozen
         )
     return population
@@ -129,7 +128,7 @@ def record_learn(cfg: TrainConfig) -> dict[str, Any]:
     routes = []
     for t in data:
         t.plan = EpisodePlan(policy=league.assign(t.task))
-        routes.append([t.plan.policy, population.route(t)])
+        routes.append([t.plan.policy, population.route(t, league.destinations(t.plan.policy))])
     learners = {m.name: m.learner for m in population.trainable()}
     kept = {name: capture_selection(learner, data) for name, learner in learners.items()}
     before = {

@@ -7,9 +7,15 @@ afterwards (``judge.kind: vlm`` in a run config, see `devicerl.judges`).
 
 Reset: connect (or reconnect after a failure), optionally load an emulator snapshot and
 force-stop listed apps, press HOME, wait ``reset_settle_s``, observe. Step: run the action's
-``input`` command, wait ``step_settle_s`` for the UI to settle, observe. An observation is a
-``screencap`` (PNG or raw frame, through ``adb exec-out``) and, when ``ui_elements`` is on, a
-``uiautomator dump`` parsed into `UIElement`s (1-3 s on real devices, so off by default).
+``input`` command, wait ``step_settle_s`` for the UI to settle, observe. A long press is a held
+``input swipe``; a wait sleeps its duration instead of the settle time; OPEN_APP starts the
+launcher activity its name resolves to among the apps the phone lists
+(`devicerl.envs.android.apps`, read once per connection), and a name that matches none is an
+invalid action whose reason lists the apps; an answer is recorded, nothing is sent.
+
+An observation is a ``screencap`` (PNG or raw frame, through ``adb exec-out``) and, when
+``ui_elements`` is on, a ``uiautomator dump`` parsed into `UIElement`s (1-3 s on real devices,
+so off by default).
 
 Failures: a command with no answer within ``command_timeout_s`` raises `DeviceTimeout`; an
 unreachable adb server, a device that is gone, offline or returns garbage raises
@@ -34,6 +40,7 @@ from devicerl.envs.android.adb import (
     is_network_serial,
     list_devices,
 )
+from devicerl.envs.android.apps import LAUNCHER_QUERY, AppCatalog, launch_command
 from devicerl.envs.android.console import DEFAULT_TOKEN_PATH, EmulatorConsole, console_port
 from devicerl.envs.android.input import ADB_KEYBOARD_IME, action_commands, untypable_reason
 from devicerl.envs.android.screen import decode, downscale, scaled_size
@@ -114,6 +121,7 @@ class AndroidEnv(DeviceEnv):
         self._device_size: tuple[int, int] | None = None  # (w, h) of the device's frames
         self._natural_size: tuple[int, int] | None = None  # `wm size` (screenshot off)
         self._last_input: str | None = None
+        self._apps: AppCatalog | None = None  # the phone's launchable apps (per connection)
 
     # -- connection ---------------------------------------------------------------------------
     @property
@@ -138,7 +146,7 @@ class AndroidEnv(DeviceEnv):
             self._unicode_ime = ADB_KEYBOARD_IME in ime.decode("utf-8", "replace")
         if not self.screenshot:
             self._natural_size = self._device_size = _wm_size(link)
-        self._link = link
+        self._link, self._apps = link, None
         return link
 
     def _pick_serial(self) -> str:
@@ -196,12 +204,23 @@ class AndroidEnv(DeviceEnv):
         return self._observe()
 
     def _check_action(self, action: Action) -> Action:
-        """Text the device cannot type becomes an invalid action (a no-op)."""
+        """Text the device cannot type and an app the phone does not have become invalid
+        actions (no-ops)."""
         if action.type is ActionType.TYPE and not self._unicode_ime:
             reason = untypable_reason(action.text)
             if reason is not None:
                 return Action.invalid(raw=action.text, reason=reason)
-        return action
+        if action.type is ActionType.OPEN_APP:
+            component, reason = self._app_catalog().resolve(action.app)
+            if component is None:
+                return Action.invalid(raw=action.to_json(), reason=reason)
+        return super()._check_action(action)
+
+    def _app_catalog(self) -> AppCatalog:
+        if self._apps is None:
+            out = self._io(self._live().shell, LAUNCHER_QUERY)
+            self._apps = AppCatalog.parse(out.decode("utf-8", "replace"))
+        return self._apps
 
     def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         self._last_input = None
@@ -212,13 +231,18 @@ class AndroidEnv(DeviceEnv):
 
     def _act(self, action: Action) -> None:
         link = self._live()
-        size = self._device_size or self._io(_wm_size, link)
-        commands = action_commands(action, size, self.swipe_ms, self._unicode_ime)
+        if action.type is ActionType.OPEN_APP:
+            component, _ = self._app_catalog().resolve(action.app)  # `_check_action` found it
+            commands = [launch_command(str(component))]
+        else:
+            size = self._device_size or self._io(_wm_size, link)
+            commands = action_commands(action, size, self.swipe_ms, self._unicode_ime)
         if commands:
             line = " && ".join(commands)
             out = self._io(link.shell, line).decode("utf-8", "replace").strip()
             self._last_input = f"{line}\n{out}" if out else line
-        time.sleep(self.step_settle_s)
+        wait = action.duration_s if action.type is ActionType.WAIT else None
+        time.sleep(self.step_settle_s if wait is None else wait)
 
     def _observe(self) -> Observation:
         link = self._live()

@@ -1,7 +1,11 @@
 """`Action`s as Android shell command lines (``input tap/swipe/text/keyevent``).
 
 Points are normalised (x, y) in [0, 1]; they become integer pixels of the device's screen
-(clamped to it). Typed text goes through two interpreters on the device, and both are handled:
+(clamped to it). A long press is a swipe that does not move, held for its duration (``input
+swipe x y x y MS``, as AndroidWorld presses); a wait has no command (the device sleeps); which
+app OPEN_APP starts is `devicerl.envs.android.apps`' job.
+
+Typed text goes through two interpreters on the device, and both are handled:
 - the shell: every argument is single-quoted (`shlex.quote`), so ``$ ` \\ " ' ; & | < > ( ) *``
   and the like arrive literally;
 - ``input text`` itself, which turns ``%s`` into a space (the only way to type a space): spaces
@@ -113,4 +117,10 @@ def action_commands(
         raise ValueError(reason)
     if kind in KEYCODES:
         return [f"input keyevent {KEYCODES[kind]}"]
-    raise ValueError(f"{kind.value} is not performed on the device")
+    if kind is ActionType.LONG_PRESS:
+        assert action.touch is not None and action.duration_s is not None
+        x, y = to_pixels(action.touch, size)
+        return [f"input swipe {x} {y} {x} {y} {max(1, round(action.duration_s * 1000))}"]
+    if kind is ActionType.WAIT:
+        return []
+    raise ValueError(f"{kind.value} is not performed with `input`")

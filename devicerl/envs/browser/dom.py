@@ -13,7 +13,9 @@ script, so it runs before the page's own scripts). It defines ``window.__drl`` w
   takes typed text;
 - ``settle(capMs, gapMs)``: resolves once no animation runs (finite CSS animations and
   transitions, Web Animations, jQuery's animation timers), polling every ``gapMs``, or after
-  ``capMs``; true when the page settled.
+  ``capMs``; true when the page settled;
+- ``answer``: the episode's last answer (an ANSWER action's text; null before one), which the
+  device sets and a task's status script may read.
 
 It also notes which elements get click-like listeners (``addEventListener`` is wrapped), so
 ``clickable`` covers elements made clickable by script, not only buttons and links.
@@ -210,8 +212,8 @@ DOM_SCRIPT = r"""
     return !animating();
   }
 
-  Object.defineProperty(window, "__drl", {value: {observe, resetIds, settle, editableFocused},
-                                          enumerable: false});
+  Object.defineProperty(window, "__drl", {
+    value: {observe, resetIds, settle, editableFocused, answer: null}, enumerable: false});
 })();
 """
 

@@ -13,7 +13,11 @@ Actions: tap -> mouse click (touch tap on the ``phone`` viewport) at the pixel; 
 drag, or a scroll of the same displacement (``swipe="scroll"``, the default on ``phone``);
 type -> keyboard typing into the focused element; enter -> the Enter key; back -> history back;
 home -> the task's start page (back and home are no-ops on suites whose tasks live on one page,
-such as MiniWoB++: ``info["noop"]`` says so); complete / impossible end the episode.
+such as MiniWoB++: ``info["noop"]`` says so); long press -> the mouse button (a finger on
+``phone``) held down for its duration (`devicerl.envs.browser.gestures`); wait -> nothing for
+its duration, then the usual settle; answer -> recorded, and the page reads it as
+``window.__drl.answer`` (a task's status script can check it); open app -> an invalid action (a
+browser has no apps); complete / impossible end the episode.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ import numpy as np
 from PIL import Image
 
 from devicerl.actions import Action, ActionType
-from devicerl.envs.base import DeviceEnv, TaskStatus
+from devicerl.envs.base import DeviceEnv, TaskStatus, performed
 from devicerl.envs.browser.dom import DOM_SCRIPT, observe_expression, parse_elements
+from devicerl.envs.browser.gestures import hold
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
 from devicerl.envs.browser.pickers import PICKER_SCRIPT, picker_reset_js
@@ -84,6 +89,7 @@ class BrowserEnv(DeviceEnv):
     """
 
     name = "browser"
+    unsupported = {ActionType.OPEN_APP: "open_app is not an action of a browser: it has no apps"}
 
     def __init__(
         self,
@@ -215,7 +221,9 @@ class BrowserEnv(DeviceEnv):
     def _step(self, action: Action) -> tuple[Observation, TaskStatus]:
         """One action, then status + elements in one evaluation, then the screenshot."""
         before = self._guard.blocked if self._guard else 0
-        value, shot, noop = self._call("step", self._step_async(action), self.step_timeout_s)
+        deadline = self.step_timeout_s + (action.duration_s or 0.0)  # a wait or press lasts
+        step = self._step_async(action, self.answer)
+        value, shot, noop = self._call("step", step, deadline)
         obs, status = self._build(value, shot)
         if noop:
             status.info["noop"] = noop
@@ -258,7 +266,8 @@ class BrowserEnv(DeviceEnv):
             "(async () => { document.activeElement?.blur(); "
             "window.getSelection()?.removeAllRanges(); "
             f"const r = await ({suite.reset_script(task, seed)}); "
-            f"window.__drl.resetIds(); {picker_reset_js(self._screen)} return r; }})()"
+            f"window.__drl.resetIds(); window.__drl.answer = null; "
+            f"{picker_reset_js(self._screen)} return r; }})()"
         )
         reset_value = await self._evaluate(expr, await_promise=True)
         self._instruction, self._extras = suite.on_reset(task, reset_value)
@@ -276,21 +285,26 @@ class BrowserEnv(DeviceEnv):
                 await asyncio.sleep(0.005)
             await self._evaluate(_NEXT_FRAME, await_promise=True)
 
-    async def _step_async(self, action: Action) -> tuple[Any, str | None, str | None]:
+    async def _step_async(
+        self, action: Action, answer: str | None
+    ) -> tuple[Any, str | None, str | None]:
         noop = None
-        if not action.is_invalid and not action.is_terminal:
+        if performed(action):
             noop = await self._act_async(action)
             if noop is None and self.settle_ms > 0:
                 settle = f"window.__drl.settle({self.settle_ms}, {SETTLE_GAP_MS})"
                 await self._evaluate(settle, await_promise=True)
-        value, shot = await self._observe_async()
+        value, shot = await self._observe_async(answer)
         return value, shot, noop
 
-    async def _observe_async(self) -> tuple[Any, str | None]:
-        value = await self._evaluate(self._observe_js)
+    async def _observe_async(self, answer: str | None = None) -> tuple[Any, str | None]:
+        expr = self._observe_js
+        if answer is not None:  # given to the page in the same call: a navigation forgets it
+            expr = f"(window.__drl.answer = {json.dumps(answer)}, {expr})"
+        value = await self._evaluate(expr)
         if self._navigating or value.get("ready") != "complete":
             await self._wait_for_load()  # an action started a navigation: observe the new page
-            value = await self._evaluate(self._observe_js)
+            value = await self._evaluate(expr)
         shot = await self._capture() if self.screenshot else None
         return value, shot
 
@@ -344,6 +358,12 @@ class BrowserEnv(DeviceEnv):
             if self.phone_controls and not await self._evaluate("window.__drl.editableFocused()"):
                 return "type does nothing: no text field is focused (a phone shows no keyboard)"
             await page.keyboard.type(action.text)
+        elif action.type is ActionType.LONG_PRESS:
+            assert action.touch is not None and action.duration_s is not None
+            tx, ty = x0 + action.touch[0] * w, y0 + action.touch[1] * h
+            await hold(page, self._cdp, self._touch, tx, ty, action.duration_s)
+        elif action.type is ActionType.WAIT:
+            await asyncio.sleep(action.duration_s or 0.0)
         elif action.type is ActionType.PRESS_ENTER:
             await page.keyboard.press("Enter")
         elif action.type in (ActionType.PRESS_BACK, ActionType.PRESS_HOME):

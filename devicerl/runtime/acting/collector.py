@@ -11,16 +11,15 @@ Policies come from a `PolicySource`: a fixed policy (`Collector(pool, policy)`),
 copies a trainer keeps up to date (`devicerl.runtime.acting.copies.ActingCopies`: new weights
 are applied between batches, so no batch mixes two versions of a policy).
 
-With a ``judge`` (a `devicerl.judges.JudgeRunner`, e.g. ``make_runner(config.judge)``) every
-finished episode is handed to it without waiting, and comes out of `collect` once judged,
-relabelled from the verdict. Judging never blocks the devices: `collect` keeps stepping them
-while verdicts are pending. Episodes the judge could not label (``devicerl.judges.is_labelled``
-is False) are yielded like truncated ones: not counted towards ``n_episodes`` nor in the success
-rate; keep them out of training.
+Episodes come out as the devices labelled them; a judge, when the run has one, labels them
+after the collector (`devicerl.runtime.acting.judging.JudgingStage`), once. A policy that
+declares ``uses_episodes`` gets each observation's episode key (``episodes=``), so it can keep
+per-episode state (the API agent's failure budget).
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,7 +29,6 @@ from typing import Any, Protocol
 from devicerl.actions import Action
 from devicerl.agents.base import Policy, as_policy
 from devicerl.errors import ConfigError
-from devicerl.judges import Judged, JudgeRunner
 from devicerl.pool.pool import EnvPool
 from devicerl.records import (
     DEFAULT_POLICY,
@@ -64,12 +62,11 @@ class FixedPolicy:
 
 @dataclass
 class CollectorStats(EpisodeCounts):
-    """Running counters a logger can read: the episodes this collector handed out (counted after
-    judging, so successes are the judged ones) and the pool's steps and device faults;
-    `as_dict` gives both under their final metric names."""
+    """Running counters a logger can read: the episodes this collector handed out (with the
+    devices' labels) and the pool's steps and device faults; `as_dict` gives both under their
+    final metric names."""
 
     env_steps: int = 0
-    judge_pending: int = 0  #: episodes handed to the judge and not yet back
     restarts: int = 0
     retired: int = 0
     agent_time_s: float = 0.0
@@ -101,7 +98,6 @@ class CollectorStats(EpisodeCounts):
             "pool/mean_batch": self.actions / self.batches if self.batches else 0.0,
             **self.count_metrics(),
             "rollout/success_rate": self.success_rate,
-            "judge/pending": self.judge_pending,
         }
 
 
@@ -115,6 +111,8 @@ class DeviceSlot:
     waiting: Observation | None = None
     #: the episode's `DeviceEnv.oracle`, handed only to policies that declare ``uses_oracle``
     oracle: Any = None
+    #: the episode's key for policies that declare ``uses_episodes`` (unique per collector)
+    key: int = 0
 
 
 class Collector:
@@ -128,24 +126,16 @@ class Collector:
         *,
         greedy: bool = False,
         poll_s: float = 0.5,
-        judge: JudgeRunner | None = None,
-        on_episode: Callable[[Trajectory], None] | None = None,
-        on_incomplete: Callable[[Trajectory], None] | None = None,
     ) -> None:
-        """``on_episode``: called with every complete, labelled episode as it is handed out
-        (the planner's exploration schedule counts it); ``on_incomplete`` with every other one
-        (truncated or unlabelled: the planner re-runs a group member)."""
         self.pool = pool
         self.source: PolicySource = (
             policy if callable(getattr(policy, "current", None)) else FixedPolicy(policy)  # type: ignore[arg-type]
         )
         self.greedy = greedy
         self.poll_s = poll_s
-        self.judge = judge
-        self.on_episode = on_episode
-        self.on_incomplete = on_incomplete
         self.stats = CollectorStats()
         self.slots: dict[int, DeviceSlot] = {}
+        self._keys = itertools.count(1)
         self._ready: dict[int, None] = {}  # devices waiting for an action, in the order they came
         self._backlog: deque[Trajectory] = deque()
         self._base = {"steps": pool.counters["steps"], "restarts": pool.supervisor.restarts}
@@ -160,14 +150,11 @@ class Collector:
                 return
             if not self._backlog:
                 if self.pool.done and not self._ready:
-                    if self.judge is None or not self.judge.pending:
-                        return
-                    self._take_judged(self.judge.drain(timeout=self.poll_s))
-                    continue
+                    return
                 self._round()
                 continue
             traj = self._backlog.popleft()
-            done += self._emit(traj)
+            done += self.stats.count(traj)
             yield traj
 
     def run(self, n_episodes: int | None = None) -> list[Trajectory]:
@@ -177,12 +164,11 @@ class Collector:
     # -- one round: receive, act on every ready device, send ---------------------------------
     def _round(self) -> None:
         for r in self.pool.recv(min_ready=1, timeout=self.poll_s):
-            if r.trajectory is not None and self.judge is not None:
-                self.judge.submit(r.trajectory)  # returns at once; back through poll()
-            elif r.trajectory is not None:
+            if r.trajectory is not None:
                 self._backlog.append(r.trajectory)
             if r.first:  # a new episode (after an end or a device restart)
-                self.slots[r.env_id] = DeviceSlot(r.plan or EpisodePlan(), oracle=r.oracle)
+                plan = r.plan or EpisodePlan()
+                self.slots[r.env_id] = DeviceSlot(plan, oracle=r.oracle, key=next(self._keys))
             slot = self.slots.get(r.env_id)
             if slot is not None:
                 slot.waiting = r.observation
@@ -193,8 +179,6 @@ class Collector:
         self.stats.env_steps = self.pool.counters["steps"] - self._base["steps"]
         self.stats.restarts = self.pool.supervisor.restarts - self._base["restarts"]
         self.stats.retired = len(self.pool.retired)
-        if self.judge is not None:
-            self._take_judged(self.judge.poll())
         if self._ready:
             ids, self._ready = list(self._ready), {}
             self._act(ids)
@@ -224,6 +208,8 @@ class Collector:
                 kwargs["epsilon"] = [s.plan.epsilon for s in slots]
             if getattr(policy, "uses_oracle", False):  # a demonstrator: the tasks' solutions
                 kwargs["oracle"] = [s.oracle for s in slots]
+            if getattr(policy, "uses_episodes", False):  # per-episode state (a budget)
+                kwargs["episodes"] = [s.key for s in slots]
             samples = policy.act(observations, greedy=greedy, **kwargs)
             if len(samples) != len(group):
                 raise ValueError(f"{name}: {len(samples)} actions for {len(group)} devices")
@@ -237,20 +223,6 @@ class Collector:
         self.stats.agent_time_s += dt
         self.stats.actions += len(ids)
         self.stats.batches += 1
-
-    def _take_judged(self, judged: list[Judged]) -> None:
-        self._backlog.extend(j.trajectory for j in judged)
-        assert self.judge is not None
-        self.stats.judge_pending = self.judge.pending
-
-    def _emit(self, traj: Trajectory) -> bool:
-        """Count a finished trajectory where it leaves the collector (judged, if judging); True
-        when it is a complete, labelled episode."""
-        complete = self.stats.add(traj)
-        hook = self.on_episode if complete else self.on_incomplete
-        if hook is not None:
-            hook(traj)
-        return complete
 
     def summary(self) -> dict[str, Any]:
         return {**self.stats.as_dict(), "pool": self.pool.stats()}

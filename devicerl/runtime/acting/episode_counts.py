@@ -25,7 +25,7 @@ class EpisodeCounts:
     truncated: int = 0
     unlabelled: int = 0
 
-    def add(self, t: Trajectory) -> bool:
+    def count(self, t: Trajectory) -> bool:
         """Count ``t``; True when it is a complete, labelled episode (one that may be learned
         from and enters the success rate)."""
         if t.is_truncated:

@@ -13,12 +13,14 @@ sees the same decision as a typed field.
 A group member cut short by the infrastructure (truncated, or left unlabelled by the judge) is
 re-run: `retry` hands its instance out once more under the same group id, at most
 ``MAX_RETRIES`` times per group; past that the group stays incomplete and the trainer drops it
-whole (`devicerl.runtime.loop.task_groups.GroupBuffer`).
+whole (`devicerl.runtime.loop.task_groups.TaskGroupBuffer`). The pool asks for instances on the
+collector's thread and the judging stage reports outcomes on its own, so both go under a lock.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import deque
 from dataclasses import replace
 from typing import Protocol
@@ -61,8 +63,13 @@ class EpisodePlanner:
         self._groups = itertools.count()
         self._retries: dict[str, int] = {}
         self._tasks = {t.name: t for t in sampler.tasks}
+        self._lock = threading.Lock()
 
     def next(self) -> TaskInstance | None:
+        with self._lock:
+            return self._next()
+
+    def _next(self) -> TaskInstance | None:
         if self._queue:
             return self._queue.popleft()
         inst = self._draw()
@@ -96,14 +103,19 @@ class EpisodePlanner:
     def retry(self, trajectory: Trajectory) -> bool:
         """A group member the infrastructure cut short: run its instance again under the same
         group, unless the group used its re-runs (or its task is not this planner's)."""
-        plan, task = trajectory.plan, self._tasks.get(trajectory.task)
-        if plan is None or plan.group is None or task is None or trajectory.seed is None:
+        return self.rerun(trajectory.task, trajectory.seed, trajectory.plan)
+
+    def rerun(self, task_name: str, seed: int | None, plan: EpisodePlan | None) -> bool:
+        """`retry` from an episode's instance and plan (what a rollout group is sent)."""
+        task = self._tasks.get(task_name)
+        if plan is None or plan.group is None or task is None or seed is None:
             return False
-        used = self._retries.get(plan.group, 0)
-        if used >= MAX_RETRIES:
-            return False
-        if len(self._retries) > 10_000:  # groups long finished: forget the oldest
-            self._retries.pop(next(iter(self._retries)))
-        self._retries[plan.group] = used + 1
-        self._queue.appendleft(TaskInstance(task, trajectory.seed, plan))
+        with self._lock:
+            used = self._retries.get(plan.group, 0)
+            if used >= MAX_RETRIES:
+                return False
+            if len(self._retries) > 10_000:  # groups long finished: forget the oldest
+                self._retries.pop(next(iter(self._retries)))
+            self._retries[plan.group] = used + 1
+            self._queue.appendleft(TaskInstance(task, seed, plan))
         return True

@@ -35,7 +35,9 @@ def rollout(
     traj.reset_time_s = time.perf_counter() - t0
     traj.seed, traj.instruction = env.seed, obs.instruction
     # a demonstrator reads the episode's solution beside the observation, never in it
-    known = {"oracle": [env.oracle()]} if getattr(policy, "uses_oracle", False) else {}
+    known: dict = {"oracle": [env.oracle()]} if getattr(policy, "uses_oracle", False) else {}
+    if getattr(policy, "uses_episodes", False):  # per-episode state (the API agent's budget)
+        known["episodes"] = [traj.episode_id]
     while True:
         started = time.time()
         t0 = time.perf_counter()

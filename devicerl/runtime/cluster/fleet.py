@@ -2,18 +2,20 @@
 
 The fleet keeps ``rollouts.groups`` group actors alive (Ray places them where their resources
 are free; one that cannot be placed waits until a node with room joins), long-polls each for
-finished episodes on a background thread, and hands them to the trainer through the same
-interface as the in-process `BackgroundCollector` (`get`, `publish`, `stats`, `stop`).
+finished episodes on a background thread, judges each once here (the run's judging stage,
+`devicerl.runtime.acting.judging`) and hands them to the trainer through the same interface as
+the in-process `BackgroundCollector` (`get`, `publish`, `stats`, `stop`).
 
-- Weights: one ``ray.put`` per published version; every group gets the same object ref.
+- Weights: one ``ray.put`` per published version; every group gets the same object ref, with
+  the trainer's exploration windows (the schedule the judged episodes here update).
 - Exactly once: episode ids are deduplicated on arrival (a group ships an episode only once it
-  ended, and may ship it early from its pool).
+  ended, and may ship it early from its pool). A finished episode leaves its node unjudged
+  within one poll, so a node lost later loses none.
 - A lost group (its node removed, its process killed): the episodes it reported running and
-  never shipped become truncated ``node_lost`` (``group_lost`` when its node is still up), the
-  finished ones it shipped before their verdict are judged here (`verdicts.Rescue`), and a new
-  group takes its place where resources allow.
-- Backpressure: groups pause while ``max_ahead`` episodes wait unconsumed here, so data stays
-  fresh.
+  never shipped become truncated ``node_lost`` (``group_lost`` when its node is still up), and a
+  new group takes its place where resources allow.
+- Backpressure: groups pause while ``max_ahead`` episodes wait here (judged or being judged),
+  so data stays fresh and the judge is never handed more than it can answer.
 """
 
 from __future__ import annotations
@@ -30,16 +32,17 @@ from typing import TYPE_CHECKING, Any
 from devicerl.errors import ConfigError
 from devicerl.records import DEFAULT_POLICY, Trajectory
 from devicerl.runtime.acting.copies import Published
-from devicerl.runtime.cluster.group import (
+from devicerl.runtime.acting.exploration import ExplorationSchedule
+from devicerl.runtime.acting.judging import JudgingStage
+from devicerl.runtime.cluster.rollout_group import (
     GROUP_LOST,
     NODE_LOST,
     EpisodeHeader,
-    GroupSpec,
+    Publication,
     RolloutGroup,
+    RolloutGroupSpec,
     Shipment,
-    _Weights,
 )
-from devicerl.runtime.cluster.verdicts import Rescue, detached, unlabelled
 
 if TYPE_CHECKING:
     from devicerl.runtime.setup.config import TrainConfig
@@ -47,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Longest a group holds a pull with nothing to ship (seconds).
 POLL_S = 0.5
-#: Counters of `CollectorStats` that add up over groups (rates are summed over live groups).
 #: Collector counters (their final metric names) that add up over rollout groups.
 _SUMMED = (
     "pool/env_steps",
@@ -60,8 +62,8 @@ _SUMMED = (
 
 
 @dataclass
-class _Member:
-    """The fleet's record of one group actor."""
+class _GroupRecord:
+    """The fleet's record of one rollout group actor."""
 
     index: int
     incarnation: int
@@ -98,13 +100,15 @@ class RolloutFleet:
         *,
         version: int = 0,
         roster: dict[str, Published] | None = None,
+        exploration: ExplorationSchedule | None = None,
         max_ahead: int | None = None,
         init_kwargs: dict[str, Any] | None = None,
         ledger: str | os.PathLike[str] | None = None,
     ) -> None:
-        """``ledger``: a file every group appends the id, end reason, group and node of each
-        episode to once the fleet acknowledged it (an audit of what reached the learner; the
-        path must be writable from every node)."""
+        """``exploration``: the trainer's schedule (the judged episodes update it, the groups
+        plan with its windows); ``ledger``: a file every group appends the id, end reason,
+        group and node of each episode to once the fleet acknowledged it (an audit of what
+        reached the learner; the path must be writable from every node)."""
         cfg.rollouts.check_placement(cfg.env.worker)
         self.ledger = os.fspath(ledger) if ledger is not None else None
         if cfg.rollouts.groups < 1:
@@ -118,19 +122,19 @@ class RolloutFleet:
         self.ray = ray
         self.actor_cls = ray.remote(RolloutGroup).options(**cfg.rollouts.actor_options())
         self.counters: Counter[str] = Counter()
-        self._members: dict[int, _Member] = {}
+        self._members: dict[int, _GroupRecord] = {}
         self._incarnations: Counter[int] = Counter()
         self._gone: dict[str, float] = {}  # summed stats of groups that are gone
         self._lock = threading.Lock()
-        self._weights = _Weights(version)
+        self.exploration = exploration
+        self._published = Publication(version)
         if roster is not None:
             self.publish(roster, version)
         self._out: deque[Trajectory] = deque()
         self.seen: set[str] = set()  #: ids of every episode that arrived (or was closed lost)
-        #: finished episodes shipped before their verdict: id -> (group, incarnation), episode
-        self._awaiting: dict[str, tuple[tuple[int, int], Trajectory]] = {}
-        self._rescue = Rescue(cfg.judge)
-        self._rescuing: dict[str, Trajectory] = {}  # judged here: their group was lost
+        self.stage = JudgingStage(
+            cfg.judge, self._judged, on_episode=self._explored, on_incomplete=self._retry
+        )
         self._stop = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._loop, name="rollout-fleet", daemon=True)
@@ -157,18 +161,20 @@ class RolloutFleet:
 
     def publish(self, roster: dict[str, Published], version: int) -> None:
         """New weights for every group: one object in the store, one ref shared by all (a
-        fleet acts with one policy: the roster's `DEFAULT_POLICY`)."""
+        fleet acts with one policy: the roster's `DEFAULT_POLICY`), and the exploration
+        windows as they are now."""
         pub = roster.get(DEFAULT_POLICY)
         weights = pub.weights if pub is not None else None
         ref = None
         if weights is not None:
             ref = self.ray.put(weights)
             self.counters["weights_put"] += 1
+        windows = self.exploration.state_dict() if self.exploration is not None else None
         with self._lock:  # a group `_fill` creates meanwhile starts from these, or is told
-            self._weights = _Weights(version, ref)
+            self._published = Publication(version, ref, windows)
             members = list(self._members.values())
         for m in members:
-            m.actor.set_weights.remote(version, [ref] if ref is not None else [])
+            m.actor.set_weights.remote(version, [ref] if ref is not None else [], windows)
 
     @property
     def stats(self) -> dict[str, float]:
@@ -183,16 +189,16 @@ class RolloutFleet:
             out["cluster/groups_alive"] = float(sum(m.node_id is not None for m in live))
             out["cluster/nodes"] = float(len({m.node_id for m in live if m.node_id}))
             out["cluster/queued"] = float(len(self._out))
-            out["cluster/awaiting_verdict"] = float(len(self._awaiting))
-            out["cluster/rescue_pending"] = float(len(self._rescuing))
+            out["judge/pending"] = float(self.stage.pending)
             for k, v in self.counters.items():
                 out[f"cluster/{k}"] = float(v)
         return out
 
     def stop(self, timeout: float = 30.0) -> list[Trajectory]:
         """Stop the groups (episodes still running are dropped), take what they shipped
-        last, and stop Ray if the fleet started it. Returns the finished episodes nobody
-        took: they ended on a device, so the trainer stores them (not trained on)."""
+        last, stop Ray if the fleet started it, then the judging stage (within seconds).
+        Returns the finished episodes nobody took: they ended on a device, so the trainer
+        stores them (not trained on; those the judge did not answer, unlabelled)."""
         refs = []
         for m in list(self._members.values()):
             if m.node_id is None:  # not placed (or not heard from): nothing to stop
@@ -223,37 +229,40 @@ class RolloutFleet:
         self._members.clear()
         if self.owns_ray and self.ray.is_initialized():
             self.ray.shutdown()
-        self._settle_verdicts(timeout)
+        left = self.stage.close()
         with self._lock:
-            left, self._out = list(self._out), deque()
-        return left
-
-    def _settle_verdicts(self, timeout: float) -> None:
-        """At the end: finished episodes still without a verdict (their group stopped before
-        judging them, or was lost) are judged here; those the judge does not answer within
-        ``timeout`` are stored unlabelled, with the reason."""
-        for _, t in self._awaiting.values():
-            self._rescuing[t.episode_id] = t
-            self._rescue.submit(t, "group_stopped")
-        self._awaiting.clear()
-        self._add(self._rescue.finish(timeout) if self._rescuing else [])
-        left = [t for t in self._rescuing.values() if t.episode_id not in self.seen]
-        self._rescuing.clear()
-        self.counters["unlabelled_at_stop"] += len(left)
-        reason = "no verdict: the judge did not answer before the run stopped"
-        self._add([unlabelled(detached(t), reason) for t in left])
+            queued, self._out = list(self._out), deque()
+        return queued + left
 
     def _add(self, episodes: list[Trajectory]) -> None:
-        """Hand out ``episodes`` (each id once)."""
-        fresh = []
+        """Judge ``episodes`` (each id once), then hand them out. Never waits for the judge:
+        the throttle pauses the groups instead."""
         for t in episodes:
             if t.episode_id in self.seen:
                 self.counters["duplicates"] += 1
                 continue
             self.seen.add(t.episode_id)
-            fresh.append(t)
+            self.stage.put(t, wait=False)
+
+    def _judged(self, t: Trajectory) -> None:
         with self._lock:
-            self._out.extend(fresh)
+            self._out.append(t)
+
+    def _explored(self, t: Trajectory) -> None:
+        """A complete, labelled episode: the trainer's exploration schedule counts it."""
+        if self.exploration is not None:
+            self.exploration.record(t.task, t.success, t.epsilon)
+
+    def _retry(self, t: Trajectory) -> None:
+        """A task-group member cut short: back to its group's planner (another group's, if
+        that one was lost: every group plans the same tasks), to be run again."""
+        if t.plan is None or t.plan.group is None:
+            return
+        with self._lock:
+            m = self._members.get(t.extras.get("rollout_group", -1))
+            m = m or next(iter(self._members.values()), None)
+        if m is not None:
+            m.actor.retry.remote(t.task, t.seed, t.plan)
 
     # -- introspection (tests, benchmarks) -----------------------------------------------------
     def placement(self) -> dict[int, str | None]:
@@ -273,7 +282,6 @@ class RolloutFleet:
                 self._fill()
                 self._poll()
                 self._throttle()
-                self._rescued()
         except BaseException as e:  # surfaced to the trainer by `get`
             log.exception("rollout fleet failed")
             self.error = e
@@ -286,8 +294,8 @@ class RolloutFleet:
             incarnation = self._incarnations[index]
             self._incarnations[index] += 1
             with self._lock:  # with `publish`: never created from weights it is not told of
-                spec = GroupSpec(self.cfg, index, incarnation, self._weights, self.ledger)
-                member = _Member(index, incarnation, self.actor_cls.remote(spec))
+                spec = RolloutGroupSpec(self.cfg, index, incarnation, self._published, self.ledger)
+                member = _GroupRecord(index, incarnation, self.actor_cls.remote(spec))
                 self._members[index] = member
             self.counters["groups_created"] += 1
 
@@ -324,73 +332,38 @@ class RolloutFleet:
                 continue
             self._take(m, shipment)
 
-    def _take(self, m: _Member, shipment: Shipment) -> None:
+    def _take(self, m: _GroupRecord, shipment: Shipment) -> None:
         if shipment.error is not None:
             raise RuntimeError(f"rollout group {m.index}: {shipment.error}")
-        arrived = [t.episode_id for t in [*shipment.trajectories, *shipment.awaiting]]
-        for t in shipment.awaiting:  # finished, verdict pending: held here until it comes
-            if t.episode_id in self.seen or t.episode_id in self._awaiting:
-                self.counters["duplicates"] += 1
-            else:
-                self._awaiting[t.episode_id] = ((m.index, m.incarnation), t)
-        whole = list(shipment.trajectories)
-        for labels in shipment.labels:
-            held = self._awaiting.pop(labels.episode_id, None)
-            if held is None:  # judged here already (its group was taken for lost)
-                self.counters["duplicates"] += 1
-                continue
-            whole.append(labels.apply(held[1]))
-        for t in shipment.trajectories:
-            self._awaiting.pop(t.episode_id, None)
         with self._lock:
             m.node_id, m.stats, m.acked = shipment.node_id, shipment.stats, shipment.seq
             m.running.update((h.episode_id, h) for h in shipment.running)
-            for episode_id in arrived:
-                m.running.pop(episode_id, None)
-        self._add(whole)
+            for t in shipment.trajectories:
+                m.running.pop(t.episode_id, None)
+        self._add(shipment.trajectories)
 
-    def _rescued(self) -> None:
-        """Verdicts the learner's own judge gave on episodes of lost groups."""
-        done = self._rescue.poll() if self._rescuing else []
-        for t in done:
-            self._rescuing.pop(t.episode_id, None)
-        self._add(done)
-
-    def _lost(self, m: _Member, error: BaseException) -> None:
+    def _lost(self, m: _GroupRecord, error: BaseException) -> None:
         """A group died: close what it was playing, forget it (`_fill` replaces it)."""
         cause = NODE_LOST if m.node_id is None or not self._node_alive(m.node_id) else GROUP_LOST
-        lost = [
-            h.lost(cause)
-            for h in m.running.values()
-            if h.episode_id not in self.seen and h.episode_id not in self._awaiting
-        ]
-        orphans = [t for key, t in self._awaiting.values() if key == (m.index, m.incarnation)]
-        for t in orphans:  # finished before the node went: judge them here, store them once
-            del self._awaiting[t.episode_id]
-            self._rescuing[t.episode_id] = t
-            self._rescue.submit(t, cause)
-        self.counters[f"{cause}_awaiting_verdict"] += len(orphans)
+        lost = [h.lost(cause) for h in m.running.values() if h.episode_id not in self.seen]
         for t in lost:
             t.extras.update(rollout_group=m.index, node=m.node_id)
-            self.seen.add(t.episode_id)
         log.warning(
-            "rollout group %d on node %s lost (%s): %d episodes truncated %s, "
-            "%d finished ones judged here",
+            "rollout group %d on node %s lost (%s): %d episodes truncated %s",
             m.index,
             (m.node_id or "?")[:12],
             type(error).__name__,
             len(lost),
             cause,
-            len(orphans),
         )
         with self._lock:
             for k, v in m.stats.items():
                 if k in _SUMMED:
                     self._gone[k] = self._gone.get(k, 0.0) + v
-            self._out.extend(lost)
             del self._members[m.index]
         self.counters[f"{cause}_groups"] += 1
         self.counters[f"{cause}_episodes"] += len(lost)
+        self._add(lost)  # through the stage: a task-group member is run again elsewhere
 
     def _node_alive(self, node_id: str) -> bool:
         try:
@@ -400,8 +373,9 @@ class RolloutFleet:
         return any(n["NodeID"] == node_id and n["Alive"] for n in nodes)
 
     def _throttle(self) -> None:
-        """Pause every group while ``max_ahead`` episodes wait here; resume at half."""
-        queued = len(self._out)
+        """Pause every group while ``max_ahead`` episodes wait here (judged or being judged);
+        resume at half."""
+        queued = len(self._out) + self.stage.pending
         for m in self._members.values():
             pause = queued >= self.max_ahead or (m.paused and queued > self.max_ahead // 2)
             if pause != m.paused:

@@ -8,23 +8,23 @@ from typing import Any
 
 from devicerl.agents.base import Policy
 from devicerl.algos.base import Learner
-from devicerl.runtime.distributed.group import GroupInfo
 from devicerl.runtime.distributed.learners import (
     LaunchedLearners,
-    LearnerGroup,
+    LearnerHandle,
     check_batch_sizes,
 )
-from devicerl.runtime.distributed.ray_group import RayLearnerGroup
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo
+from devicerl.runtime.distributed.ray_learners import RayLearners
 
 
-def make_learner_group(
-    cfg: Any, learner: Learner, actor: Policy, group: GroupInfo | None = None
-) -> LearnerGroup:
+def make_learner_handle(
+    cfg: Any, learner: Learner, actor: Policy, launch: ProcessGroupInfo | None = None
+) -> LearnerHandle:
     """The handle the trainer's config and launch ask for."""
-    if group is not None and group.world_size > 1:
-        check_batch_sizes(cfg, group.world_size)
-        return LaunchedLearners(cfg, learner, actor, group)
+    if launch is not None and launch.world_size > 1:
+        check_batch_sizes(cfg, launch.world_size)
+        return LaunchedLearners(cfg, learner, actor, launch)
     if cfg.learner.num_workers > 1:
         check_batch_sizes(cfg, cfg.learner.num_workers)
-        return RayLearnerGroup(cfg, learner, actor)
-    return LearnerGroup(learner, actor)
+        return RayLearners(cfg, learner, actor)
+    return LearnerHandle(learner, actor)

@@ -39,10 +39,10 @@ class DataParallelSync(GradSync):
     all-reduce sums them. All minibatches of one optimizer step must have the same size.
     """
 
-    def __init__(self, group: dist.ProcessGroup | None = None) -> None:
-        self.group = group
-        self.rank = dist.get_rank(group)
-        self.world_size = dist.get_world_size(group)
+    def __init__(self, process_group: dist.ProcessGroup | None = None) -> None:
+        self.process_group = process_group
+        self.rank = dist.get_rank(process_group)
+        self.world_size = dist.get_world_size(process_group)
         self.fraction = 1.0
 
     def shard(self, batch: list[T]) -> list[T]:
@@ -72,7 +72,7 @@ class DataParallelSync(GradSync):
             flat = _flatten_dense_tensors(part).mul_(self.fraction)
             if n == 0:
                 flat = torch.cat([flat, torch.tensor(had, dtype=flat.dtype, device=flat.device)])
-            dist.all_reduce(flat, group=self.group)
+            dist.all_reduce(flat, group=self.process_group)
             if n == 0:
                 flags = flat[-len(params) :].tolist()
                 flat = flat[: -len(params)]

@@ -1,5 +1,5 @@
 """The trainer's handle on its learner: one process (the default), the ranks of an
-``accelerate launch``, or a Ray learner group (`ray_group`).
+``accelerate launch``, or a Ray learner group (`ray_learners`).
 
 The trainer always keeps a full learner in its own process (it checkpoints it and publishes its
 actor's weights); `refresh` brings it up to date where the updates run elsewhere.
@@ -16,7 +16,7 @@ from devicerl.algos.base import Learner
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
 from devicerl.runtime.distributed.grad_sync import DataParallelSync
-from devicerl.runtime.distributed.group import GroupInfo, broadcast, mean_metrics
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo, broadcast, mean_metrics
 from devicerl.runtime.distributed.replica import (
     DeltaEncoder,
     LearnerReplica,
@@ -27,7 +27,7 @@ from devicerl.runtime.distributed.replica import (
 log = logging.getLogger(__name__)
 
 
-class LearnerGroup:
+class LearnerHandle:
     """The learner in the trainer's process (single-process path: exactly the learner)."""
 
     def __init__(self, learner: Learner, actor: Policy) -> None:
@@ -42,29 +42,29 @@ class LearnerGroup:
         return self.learner.update(trajectories)
 
     def refresh(self) -> None:
-        """Make the local learner hold the group's current state (before a checkpoint)."""
+        """Make the local learner hold the current state of the learners (before a checkpoint)."""
 
     def close(self) -> None:
-        """Stop whatever processes the group started."""
+        """Stop whatever processes the handle started."""
 
 
-class LaunchedLearners(LearnerGroup):
+class LaunchedLearners(LearnerHandle):
     """Rank 0 of an ``accelerate launch``: runs the trainer and learns on its shard; each
     update first broadcasts the new data (and, the first time, the full state) to the other
     ranks, which run `follow`."""
 
-    def __init__(self, cfg: Any, learner: Learner, actor: Policy, group: GroupInfo) -> None:
+    def __init__(self, cfg: Any, learner: Learner, actor: Policy, launch: ProcessGroupInfo) -> None:
         super().__init__(learner, actor)
-        self.group = group
+        self.launch = launch
         learner.grad_sync = DataParallelSync()
         self.encoder = DeltaEncoder()
         self.state_sent = False
         broadcast({"op": "start", "cfg": cfg})
-        log.info("learner: %d processes (%s)", group.world_size, group.backend)
+        log.info("learner: %d processes (%s)", launch.world_size, launch.backend)
 
     @property
     def num_processes(self) -> int:
-        return self.group.world_size
+        return self.launch.world_size
 
     def update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
         if not self.state_sent:  # after a resume too: the followers start from our state
@@ -76,22 +76,22 @@ class LaunchedLearners(LearnerGroup):
         return mean_metrics(metrics, fingerprint(self.actor, self.learner))
 
     def close(self) -> None:
-        release(self.group)
+        release(self.launch)
 
 
-def release(group: GroupInfo) -> None:
+def release(launch: ProcessGroupInfo) -> None:
     """Rank 0: tell the follower ranks to exit (once)."""
-    if group.rank == 0 and not group.released:
+    if launch.rank == 0 and not launch.released:
         broadcast({"op": "stop"})
-        group.released = True
+        launch.released = True
 
 
-def follow(group: GroupInfo) -> int:
+def follow(launch: ProcessGroupInfo) -> int:
     """A rank other than 0: learn whatever rank 0 sends until it says stop."""
     msg = broadcast()
     if msg["op"] == "stop":
         return 0
-    replica = LearnerReplica(msg["cfg"], DataParallelSync(), group.device)
+    replica = LearnerReplica(msg["cfg"], DataParallelSync(), launch.device)
     while True:
         msg = broadcast()
         if msg["op"] == "state":
@@ -102,7 +102,7 @@ def follow(group: GroupInfo) -> int:
         elif msg["op"] == "stop":
             return 0
         else:
-            raise RuntimeError(f"learner rank {group.rank}: unknown message {msg['op']!r}")
+            raise RuntimeError(f"learner rank {launch.rank}: unknown message {msg['op']!r}")
 
 
 def check_batch_sizes(cfg: Any, processes: int) -> None:

@@ -27,7 +27,7 @@ from devicerl.algos.base import Learner
 from devicerl.algos.grad_sync import GradSync
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
-from devicerl.runtime.distributed.learners import LearnerGroup
+from devicerl.runtime.distributed.learners import LearnerHandle
 from devicerl.runtime.distributed.replica import DeltaEncoder, LearnerState, ReplayDelta
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class LearnerShards:
             self.ray.shutdown()
 
 
-class ShardedLearner(LearnerGroup):
+class ShardedLearner(LearnerHandle):
     """One policy's learner on a shard: updates run there, the weights come back."""
 
     def __init__(

@@ -9,10 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.agents.base import Policy
+from devicerl.judges import JudgeConfig
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.episode_counts import EpisodeCounts
+from devicerl.runtime.acting.judging import judge_each
 from devicerl.tasks.base import Task, TaskSampler
 
 
@@ -39,10 +41,10 @@ class EvalResult(EpisodeCounts):
     def interval(self) -> tuple[float, float]:
         return wilson_interval(self.successes, self.episodes)
 
-    def add(self, t: Trajectory) -> bool:
+    def count(self, t: Trajectory) -> bool:
         """Count ``t`` (and its steps) and its task's row; True when complete and labelled."""
         self.env_steps += t.length
-        if not super().add(t):
+        if not super().count(t):
             return False
         row = self.per_task.setdefault(t.task, [0, 0, 0, 0])
         row[0] += int(t.success)
@@ -58,6 +60,16 @@ class EvalResult(EpisodeCounts):
         repeats an action going nowhere shows here before its success rate says why."""
         steps = sum(row[2] for row in self.per_task.values())
         return sum(row[3] for row in self.per_task.values()) / steps if steps else 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """The result under the metric names a run logs (``eval/...``)."""
+        lo, hi = self.interval
+        return {
+            "eval/success_rate": self.success_rate,
+            "eval/ci95_low": lo,
+            "eval/ci95_high": hi,
+            "eval/episodes": self.episodes,
+        }
 
     def as_dict(self) -> dict[str, Any]:
         lo, hi = self.interval
@@ -109,15 +121,16 @@ def evaluate_policy(
     sampler: TaskSampler,
     *,
     greedy: bool = True,
-    judge: Any = None,
+    judge: JudgeConfig | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Run ``policy`` over every instance of ``sampler`` once and score it."""
+    """Run ``policy`` over every instance of ``sampler`` once and score it, each episode
+    labelled by ``judge`` (None: the task's own check) within its judging budget."""
     result = EvalResult()
     with make_pool(sampler) as pool:
-        collector = Collector(pool, policy, greedy=greedy, judge=judge)
-        for traj in collector.collect(None):
-            result.add(traj)
+        episodes = Collector(pool, policy, greedy=greedy).collect(None)
+        for traj in judge_each(episodes, judge or JudgeConfig()):
+            result.count(traj)
             if on_episode is not None:
                 on_episode(traj)
     return result

@@ -1,14 +1,16 @@
 """A league run (a config with ``policies:``, docs/league.md) as an observer of the one
 training loop (`devicerl.runtime.loop.trainer.Trainer`, seen through
-`devicerl.runtime.loop.observers.TrainingRun`).
+`devicerl.runtime.loop.observers.TrainingRun`; `devicerl.runtime.loop.factory.make_trainer`
+registers it).
 
 The league (`devicerl.league.state.League`: members, mapping, success windows, snapshots) and
-its PBT live here; the trainer's `Population` holds the members' learners and replays. What the
-observer adds to the loop:
+its PBT live here; the trainer's `Population` holds the members' learners and replays. The
+observer changes the loop through the `Steering` it returns and the trainer's member methods:
 
 - planning: each new episode's policy, by the mapping (`MappingAssignment`) or by frontier
   sampling, policy first and then its task (`FrontierAssignment`);
 - routing: a finished episode goes to `League.destinations` (its own replay and its students');
+  new episodes go only to members with a mapping rule;
 - after each iteration: `League.end_iteration` (snapshots), the PBT step (an exploit target's
   learner is rebuilt with its new hyperparameters), the population follows the league's
   membership, per-policy metrics (``policy/NAME/rollout/success_rate``, ...);
@@ -25,6 +27,7 @@ import random
 import re
 import threading
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,7 @@ from devicerl.league.persist import load_league, save_league
 from devicerl.league.state import Frozen, League
 from devicerl.league.table import league_table
 from devicerl.records import Task, TaskInstance, Trajectory
-from devicerl.runtime.loop.observers import TrainerObserver, TrainingRun
+from devicerl.runtime.loop.observers import Steering, TrainerObserver, TrainingRun
 from devicerl.runtime.runs.checkpoint import atomic_write_text
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import TaskSampler, resolve
@@ -118,31 +121,39 @@ class FrontierAssignment:
 class LeagueRun(TrainerObserver):
     """The league's part of a training run (see the module doc)."""
 
-    def __init__(self, trainer: TrainingRun) -> None:
-        cfg = trainer.cfg
+    def __init__(self, cfg: TrainConfig) -> None:
         self.cfg = cfg
         self.lock = threading.RLock()  # the collector thread reads the league under it
         self.league = League.build(cfg.policies, cfg.league, seed=cfg.seed)
         self.pbt = PBT(self.league, cfg.league.pbt, cfg.seed) if cfg.league.pbt.policy else None
         if self.pbt is not None:
             self.pbt.populate()
-        self.trainer = trainer
+        self._run: TrainingRun | None = None
         self._fresh: dict[str, list[bool]] = {}  # this iteration's outcomes per policy
-        trainer.population.destinations = self.destinations
-        self.sync_members()
-        self._set_planning()
-        trainer.eval_name = self.eval_member()
 
-    def _set_planning(self) -> None:
+    @property
+    def trainer(self) -> TrainingRun:
+        """The run this league is part of (set when the trainer registers it)."""
+        if self._run is None:
+            raise RuntimeError("the league is not attached to a trainer yet")
+        return self._run
+
+    def attach(self, run: TrainingRun) -> Steering:
+        self._run = run
+        self.sync_members()
+        return self.steering()
+
+    def steering(self) -> Steering:
+        """The whole of the league's planning, routing and evaluation, as it is now."""
         t, cfg = self.trainer, self.cfg
+        assignment: MappingAssignment | FrontierAssignment
         if cfg.league.frontier is not None:
             seed = cfg.seed * 1_000_003 + t.iteration
-            t.assignment = FrontierAssignment(
-                self.league, self.lock, resolve(cfg.tasks.train), seed
-            )
+            tasks = resolve(cfg.tasks.train)
+            assignment = FrontierAssignment(self.league, self.lock, tasks, seed)
         else:
-            t.assignment = MappingAssignment(self.league, self.lock)
-        self.update_routed()
+            assignment = MappingAssignment(self.league, self.lock)
+        return Steering(assignment, self.routed(), self.destinations, self.eval_member())
 
     def destinations(self, policy: str) -> list[str]:
         with self.lock:
@@ -157,13 +168,14 @@ class LeagueRun(TrainerObserver):
     def sync_members(self) -> None:
         """The population follows the league: a member for every league member (a learner
         for the trainable ones), none for those that left."""
-        pop = self.trainer.population
+        run = self.trainer
+        pop = run.population
         for name, m in self.league.members.items():
             if name in pop and pop[name].policy is m.policy:
                 continue
             frozen = isinstance(m.policy, Frozen)
             spec = m.spec
-            pop.add(
+            run.add_member(
                 name,
                 m.policy,
                 member_config(self.cfg, name, spec),
@@ -173,12 +185,13 @@ class LeagueRun(TrainerObserver):
                 configure=None if frozen else (lambda p, s=spec: apply_to_policy(p, s)),
             )
         for name in [n for n in pop.members if n not in self.league]:
-            pop.remove(name)
+            run.remove_member(name)
 
-    def update_routed(self) -> None:
+    def routed(self) -> frozenset[str]:
         """The members new episodes can go to: those with a mapping rule (the others, teachers
         only or snapshots, need no acting copy)."""
-        self.trainer.routed = {r.policy for r in self.league.mapping.rules}
+        with self.lock:
+            return frozenset(r.policy for r in self.league.mapping.rules)
 
     def add_policy(
         self,
@@ -196,7 +209,9 @@ class LeagueRun(TrainerObserver):
         if unknown:
             raise ConfigError(f"policies.{name}.learn_from: unknown policy {unknown[0]!r}")
         with self.lock:
-            self.league.add(name, spec, policy or spec.agent.make(), teachers=spec.learn_from)
+            self.league.add_member(
+                name, spec, policy or spec.agent.make(), teachers=spec.learn_from
+            )
         self.sync_members()
         if spec.trainable or tasks is not None:
             self.add_rule(name, tasks or spec.tasks, weight)
@@ -204,7 +219,8 @@ class LeagueRun(TrainerObserver):
     def add_rule(self, policy: str, tasks: str = "*", weight: float = 1.0) -> None:
         """Route new episodes of ``tasks`` to ``policy`` too. The collector gets its copy
         before any episode can be assigned to it."""
-        self.trainer.routed = (self.trainer.routed or set()) | {policy}
+        routed = self.trainer.steering.routed or frozenset()
+        self.trainer.steer(Steering(routed=routed | {policy}))
         self.trainer.publish()
         with self.lock:
             self.league.add_rule(policy, tasks, weight)
@@ -215,7 +231,7 @@ class LeagueRun(TrainerObserver):
         with self.lock:
             self.league.remove(name)
         self.sync_members()
-        self.update_routed()
+        self.trainer.steer(Steering(routed=self.routed()))
         self.trainer.publish()
 
     # -- the loop's hooks ---------------------------------------------------------------------
@@ -225,17 +241,16 @@ class LeagueRun(TrainerObserver):
                 self.league.record(t.plan.policy, t.task, t.success)
             self._fresh.setdefault(t.plan.policy, []).append(t.success)
 
-    def after_iteration(self, trainer: TrainingRun, metrics: dict[str, Any]) -> None:
+    def after_iteration(self, trainer: TrainingRun, metrics: Mapping[str, Any]) -> Steering:
         with self.lock:
             snapshots = self.league.end_iteration()
             exploits = self.pbt.step() if self.pbt is not None else []
         for event in exploits:
             self._reset_after_exploit(event["target"], event["donor"])
         self.sync_members()
-        self.update_routed()
         if snapshots or exploits:
             log.info("league: snapshots %s, exploits %d", snapshots, len(exploits))
-        metrics.update(self._metrics(trainer))
+        return Steering(routed=self.routed())
 
     def _reset_after_exploit(self, target: str, donor: str) -> None:
         """A PBT exploit: ``target`` took ``donor``'s actor weights and new hyperparameters. Its
@@ -243,10 +258,10 @@ class LeagueRun(TrainerObserver):
         docs/league.md), its critics copied from the donor's."""
         pop = self.trainer.population
         donor_member = pop[donor]
-        assert donor_member.group is not None and donor_member.learner is not None
-        donor_member.group.refresh()  # a shard's critics, into the trainer's copy
+        assert donor_member.handle is not None and donor_member.learner is not None
+        donor_member.handle.refresh()  # a shard's critics, into the trainer's copy
         m = self.league[target]
-        rebuilt = pop.add(
+        rebuilt = self.trainer.add_member(
             target,
             m.policy,
             member_config(self.cfg, target, m.spec),
@@ -257,7 +272,7 @@ class LeagueRun(TrainerObserver):
         for key, module in rebuilt.learner.modules().items():
             module.load_state_dict(donor_member.learner.modules()[key].state_dict())
 
-    def _metrics(self, trainer: TrainingRun) -> dict[str, float]:
+    def iteration_metrics(self, trainer: TrainingRun) -> dict[str, float]:
         fresh_by, self._fresh = self._fresh, {}
         out: dict[str, float] = {
             "league/members": len(self.league.members),
@@ -292,7 +307,7 @@ class LeagueRun(TrainerObserver):
                     for n, m in self.league.members.items()
                 },
                 "counters": dict(self.league.counters),
-                "evaluated": trainer.eval_name,
+                "evaluated": trainer.steering.evaluated,
                 "table": league_table(self.league),
             }
         }
@@ -312,11 +327,10 @@ class LeagueRun(TrainerObserver):
         save_league(self.league, folder / LEAGUE_DIR, self.pbt)
         self.save(trainer.run_dir.path / LEAGUE_DIR)
 
-    def on_restore(self, trainer: TrainingRun, folder: Path) -> None:
+    def on_restore(self, trainer: TrainingRun, folder: Path) -> Steering:
         league, pbt = load_league(folder / LEAGUE_DIR)
         for name in list(trainer.population.members):
-            trainer.population.remove(name)
+            trainer.remove_member(name)
         self.league, self.pbt = league, pbt
         self.sync_members()
-        self._set_planning()
-        trainer.eval_name = self.eval_member()
+        return self.steering()

@@ -3,10 +3,10 @@ league's members otherwise (`devicerl.runtime.loop.league`).
 
 Each `Member` has its live policy and, when it trains, its learner (where its updates run:
 this process, a launch's ranks, a Ray learner group or a learner shard) and its replay buffer.
-A finished episode goes to the replays `route` names (its own policy's, and in a league those of
-the policy's students); each iteration every trainable member learns from its replay and its
-policy version moves on by one. A single-policy run's metrics keep their plain names; a league's
-are prefixed ``policy/NAME/``.
+A finished episode goes to the replays the trainer routes it to (its own policy's, and in a
+league those of the policy's students); each iteration every trainable member learns from its
+replay and its policy version moves on by one. A single-policy run's metrics keep their plain
+names; a league's are prefixed ``policy/NAME/``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from devicerl.algos.base import Learner
 from devicerl.data.replay import ReplayBuffer
 from devicerl.records import DEFAULT_POLICY, Trajectory
 from devicerl.runtime.acting.copies import Published
-from devicerl.runtime.distributed.factory import make_learner_group
-from devicerl.runtime.distributed.group import GroupInfo
-from devicerl.runtime.distributed.learners import LearnerGroup
+from devicerl.runtime.distributed.factory import make_learner_handle
+from devicerl.runtime.distributed.learners import LearnerHandle
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.runtime.setup.learners import make_learner
 
@@ -39,7 +39,8 @@ class Member:
     cfg: TrainConfig  #: the run's config as this member's learner sees it
     make: Callable[[], Policy]  #: a fresh acting copy for the collector
     learner: Learner | None = None
-    group: LearnerGroup | None = None
+    #: where its updates run (this process, a launch's ranks, Ray learners or a learner shard)
+    handle: LearnerHandle | None = None
     replay: ReplayBuffer | None = None
     #: acted with as it is: the collector gets the live object (it never changes)
     frozen: bool = False
@@ -59,13 +60,11 @@ class Member:
 class Population:
     """The run's members (see the module doc)."""
 
-    def __init__(self, cfg: TrainConfig, group: GroupInfo | None = None) -> None:
-        """``group``: this process's place in an ``accelerate launch`` (single policy only)."""
+    def __init__(self, cfg: TrainConfig, launch: ProcessGroupInfo | None = None) -> None:
+        """``launch``: this process's place in an ``accelerate launch`` (single policy only)."""
         self.cfg = cfg
-        self.launch = group
+        self.launch = launch
         self.members: dict[str, Member] = {}
-        #: which replays a policy's episodes go to (a league adds its students)
-        self.destinations: Callable[[str], list[str]] = lambda policy: [policy]
         self.shards: Any = None
         self._threads: ThreadPoolExecutor | None = None
         if cfg.policies and cfg.learner.num_workers > 1:  # a league's learners in shards
@@ -90,7 +89,7 @@ class Population:
         return [m for m in self.members.values() if m.learner is not None]
 
     # -- membership ---------------------------------------------------------------------------
-    def add(
+    def add_member(
         self,
         name: str,
         policy: Policy,
@@ -109,34 +108,33 @@ class Population:
         if learner is not None:
             member.learner = learner
             if self.shards is not None:
-                member.group = self.shards.attach(name, cfg, learner, policy)
+                member.handle = self.shards.attach(name, cfg, learner, policy)
             else:
                 launch = self.launch if name == DEFAULT_POLICY else None
-                member.group = make_learner_group(cfg, learner, policy, launch)
+                member.handle = make_learner_handle(cfg, learner, policy, launch)
             member.replay = (old.replay if old is not None else None) or ReplayBuffer(
                 self.cfg.replay_capacity
             )
-        if old is not None and old.group is not None:
-            old.group.close()
+        if old is not None and old.handle is not None:
+            old.handle.close()
         self.members[name] = member
         return member
 
-    def remove(self, name: str) -> None:
+    def remove_member(self, name: str) -> None:
         member = self.members.pop(name, None)
-        if member is not None and member.group is not None:
-            member.group.close()
+        if member is not None and member.handle is not None:
+            member.handle.close()
 
     # -- data ---------------------------------------------------------------------------------
-    def route(self, t: Trajectory) -> list[str]:
-        """Put a labelled, complete trajectory into the replays its policy's `destinations`
-        name; returns them."""
-        policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
+    def route(self, t: Trajectory, destinations: list[str]) -> list[str]:
+        """Put a labelled, complete trajectory into the replays of ``destinations`` (members
+        without one are skipped); returns the members it went to."""
         added = []
-        for dest in self.destinations(policy):
+        for dest in destinations:
             member = self.members.get(dest)
             if member is None or member.replay is None:
                 continue
-            member.replay.add(t)
+            member.replay.add_trajectory(t)
             added.append(dest)
         return added
 
@@ -145,7 +143,7 @@ class Population:
         for member in self.trainable():
             assert member.replay is not None
             for t in data:
-                member.replay.add(t)
+                member.replay.add_trajectory(t)
 
     def replay_size(self) -> int:
         return sum(len(m.replay) for m in self.trainable() if m.replay is not None)
@@ -156,8 +154,8 @@ class Population:
         update side by side."""
 
         def one(member: Member) -> dict[str, float]:
-            assert member.replay is not None and member.group is not None
-            return member.group.update(list(member.replay)) if len(member.replay) else {}
+            assert member.replay is not None and member.handle is not None
+            return member.handle.update(list(member.replay)) if len(member.replay) else {}
 
         members = self.trainable()
         if self._threads is not None:
@@ -188,8 +186,8 @@ class Population:
     def refresh(self) -> None:
         """Every learner's state into the trainer's copy (where updates run elsewhere)."""
         for member in self.trainable():
-            assert member.group is not None
-            member.group.refresh()
+            assert member.handle is not None
+            member.handle.refresh()
 
     def checkpoint_parts(self) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
         """(models, optimizers, state) of every trainable member, keyed by its name."""
@@ -228,8 +226,8 @@ class Population:
 
     def close(self) -> None:
         for member in self.members.values():
-            if member.group is not None:
-                member.group.close()
+            if member.handle is not None:
+                member.handle.close()
         if self._threads is not None:
             self._threads.shutdown(wait=True)
         if self.shards is not None:

@@ -2,7 +2,7 @@
 learner only once all of them are in.
 
 The planner (`devicerl.runtime.acting.planning`) hands a task instance out ``group_size``
-times under one group id; the members finish in any order, on any device. `GroupBuffer` holds
+times under one group id; the members finish in any order, on any device. `TaskGroupBuffer` holds
 the labelled members of each group until ``group_size`` of them arrived, then releases them
 together. A member cut short by the infrastructure is re-run by the planner under the same id;
 a group that is still not whole ``max_age`` iterations after its first member arrived (its
@@ -25,7 +25,7 @@ class _Waiting:
     members: list[Trajectory] = field(default_factory=list)
 
 
-class GroupBuffer:
+class TaskGroupBuffer:
     """Labelled group members, held until their group is whole (see the module doc)."""
 
     def __init__(self, max_age: int = MAX_AGE) -> None:
@@ -34,7 +34,7 @@ class GroupBuffer:
         self.released = 0  #: groups handed on whole
         self.dropped = 0  #: groups dropped incomplete
 
-    def add(self, t: Trajectory, iteration: int) -> list[Trajectory]:
+    def hold(self, t: Trajectory, iteration: int) -> list[Trajectory]:
         """Hold ``t``; returns its group's members when this made the group whole (an episode
         outside any group passes at once)."""
         plan = t.plan

@@ -1,16 +1,19 @@
 """The training loop: offline, online, off-to-online and eval-only, resumable after kill -9.
 
-One loop serves every run. The run's `Population` holds the policies it acts with and trains:
+One loop serves every run; `devicerl.runtime.loop.factory.make_trainer` builds it with the
+observers its config names. The run's `Population` holds the policies it acts with and trains:
 one for a single-policy run, a league's members when the config has ``policies:`` (a league is
-an observer of this loop, `devicerl.runtime.loop.league.LeagueRun`: it adds the members, assigns
-episodes to them, snapshots and runs PBT after each iteration).
+an observer of this loop, `devicerl.runtime.loop.league.LeagueRun`: it adds the members, steers
+which policy new episodes get and where finished ones go, snapshots and runs PBT after each
+iteration).
 
-Online, an iteration takes K fresh trajectories from the collection source (a collector thread
-in this process, or rollout groups on a Ray cluster, which keep the devices stepping
-meanwhile), routes them into the members' bounded replay buffers, runs every trainable member's
-updates and publishes the new policies; the collector picks them up between batches. Every
-trajectory carries the version of the policy that acted (the lag is logged; the group-relative
-learners leave out groups acted too many versions ago, ``grpo.max_staleness``).
+Online, an iteration takes K fresh, judged trajectories from the collection source (a collector
+thread in this process, or rollout groups on a Ray cluster, which keep the devices stepping
+meanwhile; either way each episode passes the judging stage once on its way here), routes them
+into the members' bounded replay buffers, runs every trainable member's updates and publishes
+the new policies; the collector picks them up between batches. Every trajectory carries the
+version of the policy that acted (the lag is logged; the group-relative learners leave out
+task groups acted too many versions ago, ``grpo.max_staleness``).
 
 Everything ingested is appended to the run's trajectory store as it arrives; checkpoints hold
 weights (safetensors), optimizers, trainer state, RNG states and the replay buffers as pointers
@@ -18,9 +21,11 @@ into that store, so ``devicerl train --resume RUN_DIR`` continues where the last
 SIGINT / SIGTERM stop a run gracefully (`devicerl.runtime.runs.stop`): the update in progress ends,
 a checkpoint and the agent are written, the devices are closed and `Trainer.stopped` is set.
 
-Observers (`devicerl.runtime.loop.observers.TrainerObserver`) see every stored episode and every
-iteration, add to checkpoints, restores, metrics and the summary; `Trainer.observers` is the
-list (tests and scripts append their own, e.g. to add a league member during a run).
+Observers (`devicerl.runtime.loop.observers.TrainerObserver`, registered with
+`Trainer.register_observer`) see every stored episode and every iteration, add to checkpoints,
+restores, metrics and the summary, and change the run only through the `Steering` records
+their hooks return or the trainer's public methods (tests and scripts register their own, e.g.
+to add a league member during a run).
 """
 
 from __future__ import annotations
@@ -28,9 +33,9 @@ from __future__ import annotations
 import json
 import logging
 import time
-import uuid
-from collections import deque
-from dataclasses import asdict, dataclass, fields
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,25 +43,28 @@ import numpy as np
 
 from devicerl.agents.base import Policy
 from devicerl.errors import ConfigError
+from devicerl.judges import is_labelled
 from devicerl.pool.pool import EnvPool
 from devicerl.records import DEFAULT_POLICY, Trajectory
-from devicerl.runtime.acting.collector_thread import BackgroundCollector, CollectionSource
 from devicerl.runtime.acting.copies import ActingCopies
 from devicerl.runtime.acting.episode_counts import EpisodeCounts
 from devicerl.runtime.acting.exploration import ExplorationSchedule
-from devicerl.runtime.acting.planning import EpisodePlanner, PolicyAssignment
-from devicerl.runtime.distributed.group import GroupInfo
+from devicerl.runtime.acting.planning import EpisodePlanner
+from devicerl.runtime.acting.sources import BackgroundCollector, CollectionSource
+from devicerl.runtime.distributed.process_group import ProcessGroupInfo
 from devicerl.runtime.loop.evaluation import EvalResult, eval_sampler, evaluate_policy
-from devicerl.runtime.loop.observers import TrainerObserver
-from devicerl.runtime.loop.population import Population
-from devicerl.runtime.loop.task_groups import GroupBuffer
+from devicerl.runtime.loop.observers import SINGLE_POLICY, Steering, TrainerObserver
+from devicerl.runtime.loop.population import Member, Population
+from devicerl.runtime.loop.task_groups import TaskGroupBuffer
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.runs.progress import RateProgress
 from devicerl.runtime.runs.stop import GracefulStop, StopRequested
+from devicerl.runtime.setup.acting import make_planner, make_policy
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.runtime.setup.learners import seed_everything, set_torch_threads
+from devicerl.runtime.setup.offline import load_offline
 from devicerl.secrets import scrub
-from devicerl.tasks import TaskSampler, resolve
+from devicerl.tasks import resolve
 
 log = logging.getLogger(__name__)
 
@@ -78,67 +86,46 @@ class TrainState(EpisodeCounts):
     offline_done: int = 0
 
 
-def load_offline(spec: str) -> list[Trajectory]:
-    """Trajectories from run folders, stores or DigiRL ``.pt`` files (comma-separated)."""
-    from devicerl.data.digirl_import import iter_digirl
-    from devicerl.data.store import TrajectoryStore
-    from devicerl.runtime.runs.folder import find_store
+def acting_policy(t: Trajectory) -> str:
+    """The member that acted in ``t`` (its plan's; `DEFAULT_POLICY` when it has none)."""
+    return t.plan.policy if t.plan is not None else DEFAULT_POLICY
 
-    out: list[Trajectory] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        if part.endswith(".pt"):
-            out.extend(iter_digirl(part))
-        else:
-            out.extend(TrajectoryStore(find_store(part)).read_all())
-    if not out:
-        raise ConfigError(f"offline_data {spec!r} holds no trajectories")
-    return out
+
+def unlabelled_reason(t: Trajectory) -> str:
+    """Why the judge left ``t`` unlabelled, in short (the reason's first clause)."""
+    verdict = t.judgement.verdict if t.judgement is not None else {}
+    return str(verdict.get("reason") or "no reason given").split(":")[0][:80]
 
 
 class Trainer:
-    """Runs one `TrainConfig` in one run folder (see the module doc)."""
+    """Runs one `TrainConfig` in one run folder (see the module doc). Build it with
+    `devicerl.runtime.loop.factory.make_trainer`, which registers the observers the config
+    names (a league's members come from its observer) and restores a resumed run."""
 
     def __init__(
-        self,
-        cfg: TrainConfig,
-        run_dir: RunDir,
-        *,
-        resume: bool = False,
-        group: GroupInfo | None = None,
-    ) -> None:
-        """``group``: this process's place in an ``accelerate launch`` (rank 0 only)."""
+        self, cfg: TrainConfig, run_dir: RunDir, *, launch: ProcessGroupInfo | None = None
+    ):
+        """``launch``: this process's place in an ``accelerate launch`` (rank 0 only)."""
         self.cfg = cfg
         set_torch_threads()
         seed_everything(cfg.seed)
         self.run_dir = run_dir  # created (and locked) by `run`: building writes nothing
         self.state = TrainState()
-        self.population = Population(cfg, group)
+        self.population = Population(cfg, launch)
         self.observers: list[TrainerObserver] = []
-        self.assignment: PolicyAssignment | None = None  # a league's (set by its observer)
-        self.routed: set[str] | None = None  # members new episodes can go to (None: all)
-        self.eval_name = DEFAULT_POLICY
-        if cfg.policies:
-            from devicerl.runtime.loop.league import LeagueRun
-
-            if group is not None and group.world_size > 1:
-                raise ConfigError("policies: a league run does not run under accelerate launch")
-            self.observers.append(LeagueRun(self))
-        else:
-            agent = cfg.agent.make()
-            agent.version = 0  # versions count this run's updates, not a saved agent's own
-            self.population.add(DEFAULT_POLICY, agent, cfg, cfg.agent.make)
+        self.steering = SINGLE_POLICY
+        if not cfg.policies:
+            self.add_member(DEFAULT_POLICY, make_policy(cfg.agent), cfg, cfg.agent.make)
         self.ckpt = run_dir.checkpoint_manager(keep=KEEP_CHECKPOINTS)
         self.recent: deque[int] = deque(maxlen=100)
         self.lags: list[int] = []
+        #: why this session's unlabelled episodes went unlabelled (the judge's reasons)
+        self.unlabelled_reasons: Counter[str] = Counter()
         self.exploration = ExplorationSchedule.from_config(cfg.exploration)
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
         self.source: CollectionSource | None = None
-        self.groups = GroupBuffer() if cfg.group_size is not None else None
-        if resume:
-            self._restore()
+        self.task_groups = TaskGroupBuffer() if cfg.group_size is not None else None
 
     @property
     def iteration(self) -> int:
@@ -147,36 +134,58 @@ class Trainer:
     @property
     def actor(self) -> Policy:
         """The policy evaluated at the end (a league's generalist, else its first member)."""
-        return self.population[self.eval_name].policy
+        assert self.steering.evaluated is not None
+        return self.population[self.steering.evaluated].policy
 
     @property
     def learns(self) -> bool:
         return bool(self.population.trainable())
 
+    # -- what observers may call --------------------------------------------------------------
+    def register_observer(self, observer: TrainerObserver) -> None:
+        """Add ``observer`` to the loop and apply the steering it asks for at once."""
+        self.observers.append(observer)
+        self.steer(observer.attach(self))
+
+    def steer(self, steering: Steering | None) -> None:
+        """Apply the fields ``steering`` sets (None leaves a field as it is); the collection
+        source sees new routing at the next `publish`."""
+        if steering is None:
+            return
+        asked = {f.name: getattr(steering, f.name) for f in fields(steering)}
+        self.steering = replace(self.steering, **{k: v for k, v in asked.items() if v is not None})
+
+    def add_member(
+        self,
+        name: str,
+        policy: Policy,
+        cfg: TrainConfig,
+        make: Callable[[], Policy],
+        **options: Any,
+    ) -> Member:
+        """Add (or rebuild, keeping its replay) a member of the run's `Population`."""
+        return self.population.add_member(name, policy, cfg, make, **options)
+
+    def remove_member(self, name: str) -> None:
+        """Remove a member: no new episode goes to it, its learner closes."""
+        self.population.remove_member(name)
+
+    def publish(self) -> None:
+        """The members new episodes can go to, to the collection source."""
+        if self.source is not None:
+            roster = self.population.roster(self.steering.routed)
+            self.source.publish(roster, self.state.version)
+
     # -- devices ------------------------------------------------------------------------------
     def make_pool(self, sampler: Any) -> EnvPool:
         return self.cfg.env.make_pool(sampler, seed=self.cfg.seed)
 
-    def train_sampler(self) -> TaskSampler:
-        tasks = resolve(self.cfg.tasks.train)
-        seed = self.cfg.seed * 1_000_003 + self.state.iteration  # a resume draws new instances
-        return TaskSampler(tasks, seed=seed, max_steps=self.cfg.tasks.max_steps, seeds="train")
-
     def planner(self) -> EpisodePlanner:
-        return EpisodePlanner(
-            self.train_sampler(),
-            assignment=self.assignment,
-            exploration=self.exploration,
-            group_size=self.cfg.group_size,
-            name=f"{uuid.uuid4().hex[:8]}.",  # group ids never repeat across starts
+        """The planner of this start's training episodes (a resume draws new instances)."""
+        seed = self.cfg.seed * 1_000_003 + self.state.iteration
+        return make_planner(
+            self.cfg, seed, exploration=self.exploration, assignment=self.steering.assignment
         )
-
-    def _judge_runner(self) -> Any:
-        if self.cfg.judge.kind == "native":
-            return None
-        from devicerl.judges.factory import make_runner
-
-        return make_runner(self.cfg.judge)
 
     # -- the run ------------------------------------------------------------------------------
     @property
@@ -220,7 +229,7 @@ class Trainer:
                 except StopRequested:
                     log.warning("evaluation stopped by %s: no eval.json", self.stop.name)
                 else:
-                    self.metrics.log(self._eval_metrics(self.eval_result), self.state.env_steps)
+                    self.metrics.log(self.eval_result.metrics(), self.state.env_steps)
         summary = self.summary(time.perf_counter() - t0)
         (self.run_dir.path / "summary.json").write_text(scrub(json.dumps(summary, indent=2)))
         return summary
@@ -241,6 +250,8 @@ class Trainer:
             "mean_policy_lag": float(np.mean(self.lags)) if self.lags else None,
             "elapsed_s": elapsed_s,
         }
+        if self.unlabelled_reasons:
+            out["unlabelled_reasons"] = dict(self.unlabelled_reasons)
         if self.stopped:
             out["stopped_by"] = self.stopped
         if self.eval_result is not None:
@@ -297,35 +308,42 @@ class Trainer:
         finally:
             for t in self.source.stop():  # finished but not consumed: stored, never trained on
                 self._ingest(t, train=False)
+            if self.unlabelled_reasons:
+                why = "; ".join(f"{n} {r}" for r, n in self.unlabelled_reasons.most_common())
+                log.warning(
+                    "%d episodes stored unlabelled (kept out of training): %s",
+                    sum(self.unlabelled_reasons.values()),
+                    why,
+                )
         self.checkpoint()
 
     def _collection_source(self) -> CollectionSource:
-        """Where finished episodes come from: a collector thread in this process, or rollout
-        groups on a Ray cluster (``rollouts.groups``); the loop is the same."""
+        """Where finished, judged episodes come from: a collector thread in this process, or
+        rollout groups on a Ray cluster (``rollouts.groups``); the loop is the same."""
         cfg = self.cfg
-        roster = self.population.roster(self.routed)
+        roster = self.population.roster(self.steering.routed)
         if cfg.rollouts.groups > 0:
             from devicerl.runtime.cluster.fleet import RolloutFleet
 
-            ledger = self.run_dir.path / "rollouts-ledger.tsv"
-            return RolloutFleet(cfg, version=self.state.version, roster=roster, ledger=ledger)
+            return RolloutFleet(
+                cfg,
+                version=self.state.version,
+                roster=roster,
+                exploration=self.exploration,
+                ledger=self.run_dir.path / "rollouts-ledger.tsv",
+            )
         planner = self.planner()
         k = cfg.trajectories_per_iter
         return BackgroundCollector(
             lambda: self.make_pool(planner),
             ActingCopies(roster, self.state.version),
-            judge=self._judge_runner(),
+            judge=cfg.judge,
             on_episode=planner.record,
             on_incomplete=planner.retry,
             max_ahead=2 * k,
             overlap=cfg.overlap,
             batch=k,
         )
-
-    def publish(self) -> None:
-        """The members new episodes can go to, to the collection source."""
-        if self.source is not None:
-            self.source.publish(self.population.roster(self.routed), self.state.version)
 
     def _gather(
         self, bg: CollectionSource, bar: RateProgress
@@ -359,16 +377,17 @@ class Trainer:
             return  # stopped while collecting: what arrived is stored and in the replay
         t1 = time.perf_counter()
         metrics: dict[str, Any] = self.population.update()
-        if self.groups is not None:
-            self.groups.expire(s.iteration)
-            metrics["rollout/groups_waiting"] = self.groups.waiting
-            metrics["rollout/groups_dropped"] = self.groups.dropped
+        if self.task_groups is not None:
+            self.task_groups.expire(s.iteration)
+            metrics["rollout/groups_waiting"] = self.task_groups.waiting
+            metrics["rollout/groups_dropped"] = self.task_groups.dropped
         learn_s = time.perf_counter() - t1
         metrics["time/learner_s"] = learn_s
         s.version += 1
         s.iteration += 1
         for observer in list(self.observers):
-            observer.after_iteration(self, metrics)
+            self.steer(observer.after_iteration(self, metrics))
+            metrics.update(observer.iteration_metrics(self))
         self.publish()
         metrics.update(self._rollout_metrics(fresh, bg, wait_s, learn_s))
         self.metrics.log(metrics, s.env_steps)
@@ -377,23 +396,25 @@ class Trainer:
 
     def _ingest(self, t: Trajectory, train: bool = True) -> list[Trajectory]:
         """Count, store and route one trajectory; returns the fresh labelled episodes that
-        joined training now (``t``, or with groups its whole group once it is whole)."""
+        joined training now (``t``, or with task groups its whole task group once it is whole)."""
         s = self.state
         s.env_steps += t.length
         self.writer.append(t)
-        if not s.add(t):
+        if not s.count(t):
+            if not t.is_truncated and not is_labelled(t):
+                self.unlabelled_reasons[unlabelled_reason(t)] += 1
             return []
         self.recent.append(int(t.success))
-        policy = t.plan.policy if t.plan is not None else DEFAULT_POLICY
+        policy = acting_policy(t)
         if policy in self.population:
             self.lags.append(self.population[policy].policy.version - t.policy_version)
         for observer in self.observers:
             observer.on_episode(self, t)
         if not train:
             return []
-        released = self.groups.add(t, s.iteration) if self.groups is not None else [t]
-        for member in released:
-            self.population.route(member)
+        released = [t] if self.task_groups is None else self.task_groups.hold(t, s.iteration)
+        for episode in released:
+            self.population.route(episode, self.steering.destinations(acting_policy(episode)))
         return released
 
     @property
@@ -437,7 +458,7 @@ class Trainer:
                 self.actor,
                 sampler,
                 greedy=cfg.eval.greedy,
-                judge=self._judge_runner(),
+                judge=cfg.judge,
                 on_episode=lambda t: self._eval_episode(t, bar),
             )
         (self.run_dir.path / "eval.json").write_text(scrub(json.dumps(result.as_dict(), indent=2)))
@@ -454,21 +475,11 @@ class Trainer:
             self.writer.append(t)
         self.stop.check()  # leaves the evaluation (its devices are closed on the way out)
 
-    @staticmethod
-    def _eval_metrics(result: EvalResult) -> dict[str, float]:
-        lo, hi = result.interval
-        return {
-            "eval/success_rate": result.success_rate,
-            "eval/ci95_low": lo,
-            "eval/ci95_high": hi,
-            "eval/episodes": result.episodes,
-        }
-
     # -- checkpoints --------------------------------------------------------------------------
     def checkpoint(self) -> Path | None:
         if not self.learns:
             return None
-        self.population.refresh()  # learner groups' state, into the local learners
+        self.population.refresh()  # updates run elsewhere: their state, into the local learners
         self.writer.flush()  # the replays' pointers must resolve in the store
         models, optims, members = self.population.checkpoint_parts()
         state = {
@@ -485,7 +496,9 @@ class Trainer:
 
         return self.ckpt.save(self.state.iteration, models, optims, state, extra=extra)
 
-    def _restore(self) -> None:
+    def restore(self) -> None:
+        """Continue from the newest complete checkpoint (after the observers are registered:
+        each restores its own state first)."""
         ck = self.ckpt.load_latest(set_aside=self.run_dir.locked)
         if ck is None:
             log.warning("no checkpoint in %s: starting from scratch", self.ckpt.root)
@@ -495,7 +508,7 @@ class Trainer:
                 f"{ck.path}: a checkpoint of an older devicerl (no members); start a new run"
             )
         for observer in self.observers:
-            observer.on_restore(self, ck.path)
+            self.steer(observer.on_restore(self, ck.path))
         store = self.run_dir.store(skip_bad=True)  # a corrupt shard costs its episodes only
         self.population.restore(ck, store)
         known = {f.name for f in fields(TrainState)}  # a counter an older version kept goes

@@ -3,7 +3,8 @@
 One folder (``RUN/report/`` by default) with ``index.html``, ``img/`` (screenshots, JPEG,
 downscaled) and ``curves/`` (learning-curve PNGs). For each episode (newest first, at most
 ``max_episodes``): a screen for every step with the action drawn over it in SVG (a circle for a
-tap, an arrow for a swipe), the action, reward, the judge's verdict and the model's text;
+tap, a double ring for a long press, an arrow for a swipe), the action, reward, the judge's
+verdict and the model's text, and the episode's answer when the agent gave one;
 filters by task and outcome in a few lines of inline JavaScript. No server and no network are
 needed: open ``index.html`` in a browser.
 
@@ -186,11 +187,17 @@ class _Images:
 
 
 def _marks(action: Action | None, w: float, h: float) -> str:
-    if action is None or action.type is not ActionType.DUAL_POINT:
+    if action is None or action.touch is None:
         return ""
-    assert action.touch is not None and action.lift is not None
-    (x0, y0), (x1, y1) = action.touch, action.lift
     r = 0.025 * max(w, h)
+    x0, y0 = action.touch
+    if action.type is ActionType.LONG_PRESS:
+        return (
+            f'<circle class="press" cx="{x0 * w:.1f}" cy="{y0 * h:.1f}" r="{r:.1f}"/>'
+            f'<circle class="press" cx="{x0 * w:.1f}" cy="{y0 * h:.1f}" r="{r * 1.6:.1f}"/>'
+        )
+    assert action.lift is not None
+    x1, y1 = action.lift
     if action.is_tap:
         return f'<circle class="tap" cx="{x0 * w:.1f}" cy="{y0 * h:.1f}" r="{r:.1f}"/>'
     return (
@@ -354,6 +361,7 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
         f"<small>{played}{t.length} steps, reward {t.total_reward:g}, "
         f"seed {html.escape(str(t.seed))}, episode {html.escape(t.episode_id[:12])}</small></h2>"
         f'<p class="instr">{html.escape(t.instruction or "")}</p>{verdict}'
+        + (f'<p class="answer">answer: {html.escape(t.answer)}</p>' if t.answer is not None else "")
     )
     return (
         f'<section class="episode" data-task="{html.escape(t.task, quote=True)}" '

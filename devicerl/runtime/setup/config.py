@@ -180,9 +180,9 @@ class ClusterConfig:
 
 @dataclass
 class RolloutsConfig:
-    """Rollout groups: where devices, inference and judging run when collection scales out over
-    a Ray cluster (docs/scaling.md): ``groups: G`` Ray actors, each with its own devices,
-    policy replica and judge, ship finished episodes to the learner."""
+    """Rollout groups: where devices and inference run when collection scales out over a Ray
+    cluster (docs/scaling.md): ``groups: G`` Ray actors, each with its own devices and policy
+    replica, ship finished episodes to the learner, which judges them."""
 
     groups: int = field(
         default=0,

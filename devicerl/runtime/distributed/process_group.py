@@ -21,7 +21,7 @@ WAIT = timedelta(hours=12)
 
 
 @dataclass
-class GroupInfo:
+class ProcessGroupInfo:
     """This process's place in the group."""
 
     rank: int
@@ -40,13 +40,13 @@ def launched() -> bool:
     return any(int(os.environ.get(v, "1") or 1) > 1 for v in WORLD_SIZE_VARS)
 
 
-def init_from_launcher() -> GroupInfo:
+def init_from_launcher() -> ProcessGroupInfo:
     """Join the group ``accelerate launch`` prepared (one process per rank): NCCL with a GPU
     per rank, gloo where there is no GPU (whatever launcher flag started the processes)."""
     from accelerate import PartialState
 
     state = PartialState(cpu=not torch.cuda.is_available(), timeout=WAIT)
-    return GroupInfo(
+    return ProcessGroupInfo(
         state.process_index, state.num_processes, torch.device(state.device), dist.get_backend()
     )
 
@@ -71,7 +71,7 @@ def init_group(
     backend: str = "auto",
     device: torch.device | None = None,
     timeout_s: float = WAIT.total_seconds(),
-) -> GroupInfo:
+) -> ProcessGroupInfo:
     """Form (or join) the default process group by TCP rendezvous at ``address:port``."""
     device = device or torch.device("cpu")
     backend = pick_backend(backend, device)
@@ -84,7 +84,7 @@ def init_group(
         world_size=world_size,
         timeout=timedelta(seconds=timeout_s),
     )
-    return GroupInfo(rank, world_size, device, backend)
+    return ProcessGroupInfo(rank, world_size, device, backend)
 
 
 def broadcast(obj: Any = None, src: int = 0) -> Any:

@@ -22,7 +22,7 @@ from devicerl.agents.base import Policy
 from devicerl.algos.base import Learner
 from devicerl.errors import ConfigError
 from devicerl.records import Trajectory
-from devicerl.runtime.distributed.learners import LearnerGroup
+from devicerl.runtime.distributed.learners import LearnerHandle
 from devicerl.runtime.distributed.replica import DeltaEncoder, LearnerState, ReplayDelta
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,13 @@ class LearnerWorker:
         """Where the group meets (asked of rank 0)."""
         import ray
 
-        from devicerl.runtime.distributed.group import free_port
+        from devicerl.runtime.distributed.process_group import free_port
 
         return ray.util.get_node_ip_address(), free_port()
 
     def setup(self, address: str, port: int) -> str:
         from devicerl.runtime.distributed.grad_sync import DataParallelSync
-        from devicerl.runtime.distributed.group import init_group
+        from devicerl.runtime.distributed.process_group import init_group
         from devicerl.runtime.distributed.replica import LearnerReplica
 
         lc = self.cfg.learner
@@ -76,7 +76,7 @@ class LearnerWorker:
         return os.getpid()
 
 
-class RayLearnerGroup(LearnerGroup):
+class RayLearners(LearnerHandle):
     """The trainer's handle on N `LearnerWorker` actors (see the module doc)."""
 
     def __init__(self, cfg: Any, learner: Learner, actor: Policy) -> None:
@@ -138,7 +138,7 @@ class RayLearnerGroup(LearnerGroup):
             return self._update(trajectories)
 
     def _update(self, trajectories: Sequence[Trajectory]) -> dict[str, float]:
-        from devicerl.runtime.distributed.group import combine
+        from devicerl.runtime.distributed.process_group import combine
 
         ray = self.ray
         if not self.state_sent:

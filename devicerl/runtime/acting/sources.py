@@ -1,36 +1,41 @@
-"""Acting beside learning: the one collector thread loop, and the in-process collection source.
+"""Collection sources: where the trainer gets finished episodes from, and sends policies to.
 
 `CollectorThread` runs a `Collector` on its own thread and hands every finished episode to a
 ``put`` callable; the in-process `BackgroundCollector` (below) and a Ray rollout group
-(`devicerl.runtime.cluster.group`) both run it and differ only in where episodes go. Two
-throttles bound how stale data can get without wasting device time on data that would be
+(`devicerl.runtime.cluster.rollout_group`) both run it and differ only in where episodes go.
+Two throttles bound how stale data can get without wasting device time on data that would be
 thrown away:
 
 - the sink applies back-pressure (``put`` blocks while enough finished episodes wait);
 - ``overlap=False``: the thread pauses after each batch of ``batch`` episodes until the trainer
   publishes a newer policy version (DigiRL's collect-then-learn rhythm, for comparison).
+
+`BackgroundCollector` is the in-process source: collector thread -> judging stage
+(`devicerl.runtime.acting.judging`) -> a bounded queue the trainer reads.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from devicerl.errors import DeviceRLError
+from devicerl.judges import JudgeConfig
 from devicerl.pool.pool import EnvPool
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.copies import ActingCopies, Published
+from devicerl.runtime.acting.judging import JudgingStage
 
 log = logging.getLogger(__name__)
 
 
 class CollectionSource(Protocol):
-    """What the trainer consumes: finished episodes out, new policies in. Implemented by
-    `BackgroundCollector` (this process) and `devicerl.runtime.cluster.fleet.RolloutFleet`
+    """What the trainer consumes: finished, judged episodes out, new policies in. Implemented
+    by `BackgroundCollector` (this process) and `devicerl.runtime.cluster.fleet.RolloutFleet`
     (rollout groups on a Ray cluster)."""
 
     stats: dict[str, float]
@@ -42,7 +47,8 @@ class CollectionSource(Protocol):
     def publish(self, roster: dict[str, Published], version: int) -> None: ...
 
     def stop(self, timeout: float = 60.0) -> list[Trajectory]:
-        """Stop collecting; returns finished episodes that must still be stored."""
+        """Stop collecting (judging ends within seconds); returns finished episodes that must
+        still be stored."""
         ...
 
 
@@ -55,9 +61,6 @@ class CollectorThread:
         copies: ActingCopies,
         put: Callable[[Trajectory], bool],
         *,
-        judge: Any = None,
-        on_episode: Callable[[Trajectory], None] | None = None,
-        on_incomplete: Callable[[Trajectory], None] | None = None,
         overlap: bool = True,
         batch: int = 16,
         paused: Callable[[], bool] | None = None,
@@ -67,9 +70,6 @@ class CollectorThread:
         self.make_pool = make_pool
         self.copies = copies
         self.put = put
-        self.judge = judge
-        self.on_episode = on_episode
-        self.on_incomplete = on_incomplete
         self.overlap = overlap
         self.batch = batch
         self.paused = paused
@@ -92,13 +92,7 @@ class CollectorThread:
         try:
             with self.make_pool() as pool:
                 self.pool = pool
-                self.collector = Collector(
-                    pool,
-                    self.copies,
-                    judge=self.judge,
-                    on_episode=self.on_episode,
-                    on_incomplete=self.on_incomplete,
-                )
+                self.collector = Collector(pool, self.copies)
                 seen = self.copies.version
                 episodes = self.collector.collect(None, stop=self.stop_event)
                 for produced, traj in enumerate(episodes, start=1):
@@ -131,69 +125,83 @@ class CollectorThread:
 
 
 class BackgroundCollector:
-    """A `CollectorThread` in this process, handing episodes out through a bounded queue."""
+    """A `CollectorThread` in this process whose episodes pass the judging stage into a
+    bounded queue (``max_ahead`` episodes) the trainer reads."""
 
     def __init__(
         self,
         make_pool: Callable[[], EnvPool],
         copies: ActingCopies,
         *,
-        judge: Any = None,
+        judge: JudgeConfig | None = None,
         on_episode: Callable[[Trajectory], None] | None = None,
         on_incomplete: Callable[[Trajectory], None] | None = None,
         max_ahead: int = 32,
         overlap: bool = True,
         batch: int = 16,
     ) -> None:
+        """``on_episode`` / ``on_incomplete``: the judging stage's hooks (the planner's)."""
         self.copies = copies
-        self.out: queue.Queue[Trajectory] = queue.Queue(maxsize=max(1, max_ahead))
-        self.thread = CollectorThread(
-            make_pool,
-            copies,
-            self._put,
-            judge=judge,
+        self.max_ahead = max(1, max_ahead)
+        self.out: deque[Trajectory] = deque()
+        self._cv = threading.Condition()
+        self.thread = CollectorThread(make_pool, copies, self._judge, overlap=overlap, batch=batch)
+        self.stage = JudgingStage(
+            judge or JudgeConfig(),
+            self._queue,
             on_episode=on_episode,
             on_incomplete=on_incomplete,
-            overlap=overlap,
-            batch=batch,
         )
 
     @property
     def stats(self) -> dict[str, float]:
         collector = self.thread.collector
-        return collector.stats.as_dict() if collector is not None else {}
+        out = collector.stats.as_dict() if collector is not None else {}
+        return {**out, "judge/pending": float(self.stage.pending)}
 
     def start(self) -> BackgroundCollector:
         self.thread.start()
         return self
 
-    def _put(self, traj: Trajectory) -> bool:
-        while not self.thread.stop_event.is_set():
-            try:
-                self.out.put(traj, timeout=0.2)
-                return True
-            except queue.Full:
-                continue
-        return False
+    def _judge(self, traj: Trajectory) -> bool:
+        self.stage.put(traj, stop=self.thread.stop_event)
+        return not self.thread.stop_event.is_set()
+
+    def _queue(self, traj: Trajectory) -> None:
+        """Into the queue; waits while it is full, unless collection is stopping (then
+        nothing finished may be dropped)."""
+        with self._cv:
+            while len(self.out) >= self.max_ahead and not self.thread.stop_event.is_set():
+                self._cv.wait(0.2)
+            self.out.append(traj)
+            self._cv.notify_all()
 
     def publish(self, roster: dict[str, Published], version: int) -> None:
         """New policies for the collector (picked up between two batches)."""
         self.copies.publish(roster, version)
 
     def get(self, timeout: float = 1.0) -> Trajectory | None:
-        """The next finished trajectory, or None after ``timeout`` (raises if the thread died)."""
+        """The next judged trajectory, or None after ``timeout`` (raises if the thread died)."""
         if self.thread.error is not None:
             raise self.thread.error
-        try:
-            return self.out.get(timeout=timeout)
-        except queue.Empty:
-            if self.thread.error is not None:
-                raise self.thread.error from None
-            if not self.thread.alive and self.out.empty():
-                raise RuntimeError("collector thread stopped") from None
-            return None
+        with self._cv:
+            if not self.out:
+                self._cv.wait(timeout)
+            if self.out:
+                traj = self.out.popleft()
+                self._cv.notify_all()
+                return traj
+        if self.thread.error is not None:
+            raise self.thread.error
+        if not self.thread.alive and not self.stage.pending:
+            raise RuntimeError("collector thread stopped")
+        return None
 
     def stop(self, timeout: float = 60.0) -> list[Trajectory]:
-        """Stop the thread (episodes still queued or running are dropped, as before)."""
+        """Stop the thread (episodes still running are dropped), then the judging stage
+        (within seconds); returns the finished episodes the trainer did not take."""
         self.thread.stop(timeout)
-        return []
+        left = self.stage.close()
+        with self._cv:
+            queued, self.out = list(self.out), deque()
+        return queued + left

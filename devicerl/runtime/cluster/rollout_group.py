@@ -1,16 +1,18 @@
-"""A rollout group: one Ray actor owning a node-local device pool, a policy replica and a judge.
+"""A rollout group: one Ray actor owning a node-local device pool and a policy replica.
 
-The group runs the same `Collector` a single-process run uses, on its own thread, and keeps
-what it produced in an outbox until the learner's fleet pulls it (a long poll: `pull` returns
-as soon as something is ready). It ships whole finished episodes, never single steps, and each
-at most once: an episode that ended while its device resets (Android resets take 10-60 s) is
-shipped from the pool at once, and skipped when the collector hands it out later. With a VLM
-judge an episode leaves as soon as it ended too, unjudged (`Shipment.awaiting`), and its labels
-follow once judged (`Relabel`; see `devicerl.runtime.cluster.verdicts`), so a node lost while
-verdicts are pending loses no finished episode. Every reply also lists the episodes still
-running, so the fleet can close them as truncated ``node_lost`` if this node disappears.
-Weights arrive as versioned Ray object refs; the collector thread fetches only the newest one,
-between two batched agent calls.
+The group runs the same `Collector` a single-process run uses, on its own thread, with a
+planner and a policy built by the trainer's own functions (`devicerl.runtime.setup.acting`),
+and keeps what it produced in an outbox until the learner's fleet pulls it (a long poll:
+`pull` returns as soon as something is ready). It ships whole finished episodes, unjudged
+(the learner's judging stage labels each once, `devicerl.runtime.acting.judging`), never
+single steps, and each at most once: an episode that ended while its device resets (Android
+resets take 10-60 s) is shipped from the pool at once, and skipped when the collector hands it
+out later. Every reply also lists the episodes still running, so the fleet can close them as
+truncated ``node_lost`` if this node disappears.
+
+Weights arrive as versioned Ray object refs, with the trainer's exploration windows; the
+collector thread fetches only the newest weights, between two batched agent calls. A task-group
+member the learner found cut short comes back through `retry`.
 """
 
 from __future__ import annotations
@@ -19,20 +21,17 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections import deque
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from devicerl.agents.base import Policy
 from devicerl.records import DEFAULT_POLICY, EndReason, EpisodePlan, Trajectory
-from devicerl.runtime.acting.collector_thread import CollectorThread
 from devicerl.runtime.acting.exploration import ExplorationSchedule
-from devicerl.runtime.acting.planning import EpisodePlanner
-from devicerl.runtime.cluster.verdicts import JudgeEscrow, Relabel, detached
-from devicerl.tasks import TaskSampler, resolve
+from devicerl.runtime.acting.sources import CollectorThread
+from devicerl.runtime.setup.acting import make_planner, make_policy
 
 if TYPE_CHECKING:
     from devicerl.runtime.setup.config import TrainConfig
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 NODE_LOST = "node_lost"  #: truncation cause of episodes running on a node that disappeared
 GROUP_LOST = "group_lost"  #: ... on a group whose actor died while its node stayed up
-AWAITING = "awaiting_verdict"  #: ledger reason of an episode shipped before its verdict
 
 
 @dataclass
@@ -102,35 +100,35 @@ class Shipment:
     node_id: str
     error: str | None = None
     stopped: bool = False
-    #: finished episodes still waiting for their verdict (unjudged copies, each shipped once)
-    awaiting: list[Trajectory] = field(default_factory=list)
-    #: verdicts of episodes shipped earlier in ``awaiting``
-    labels: list[Relabel] = field(default_factory=list)
     #: this reply's number: the next pull acknowledges it (then the ledger records it)
     seq: int = 0
 
 
 @dataclass
-class _Weights:
+class Publication:
+    """What the trainer published last: a policy version, its weights (a Ray ObjectRef of the
+    weights dict; None: only the version moves) and its exploration windows."""
+
     version: int
-    ref: Any = None  # a Ray ObjectRef of the weights dict (None: only the version moves)
+    ref: Any = None
+    exploration: dict[str, Any] | None = None
 
 
 @dataclass
-class GroupSpec:
+class RolloutGroupSpec:
     """Everything a group needs, picklable: the run's config and this group's place."""
 
     cfg: TrainConfig
     index: int
     incarnation: int = 0
-    weights: _Weights = field(default_factory=lambda: _Weights(0))
+    published: Publication = field(default_factory=lambda: Publication(0))
     #: audit file each group appends the episodes the learner received from it to (None: none)
     ledger: str | None = None
 
     def seed(self) -> int:
         """Distinct task instances per group and per incarnation (and after a resume)."""
         seq = np.random.SeedSequence(
-            [self.cfg.seed, self.index, self.incarnation, self.weights.version]
+            [self.cfg.seed, self.index, self.incarnation, self.published.version]
         )
         return int(seq.generate_state(1)[0])
 
@@ -138,47 +136,32 @@ class GroupSpec:
 class RolloutGroup:
     """The actor body (wrapped with ``ray.remote`` by the fleet)."""
 
-    def __init__(self, spec: GroupSpec) -> None:
+    def __init__(self, spec: RolloutGroupSpec) -> None:
         import ray
 
         self.ray = ray
         self.spec = spec
         cfg = spec.cfg
         self.node_id: str = ray.get_runtime_context().get_node_id()
-        device = "cuda" if ray.get_gpu_ids() else "cpu"  # the node's GPU when Ray gave one
-        self.policy: Policy = replace(cfg.agent, device=device).make()
-        self._latest = spec.weights
-        self.policy.version = -1
-        self.current(set())
+        # the node's GPU when Ray gave the group one, else its CPU
+        self.policy: Policy = make_policy(cfg.agent, "cuda" if ray.get_gpu_ids() else "cpu")
+        self.policy.version = -1  # the published weights load before the first batch
         self._cond = threading.Condition()
+        self._latest = spec.published
+        self.exploration = ExplorationSchedule.from_config(cfg.exploration)
+        self._explore(spec.published)
+        self.current(set())
         self._outbox: deque[Trajectory] = deque()
         self._early: set[str] = set()  # shipped from the pool before the collector saw them
-        self._awaiting: set[str] = set()  # shipped unjudged; their labels still to ship
         self._seq = 0
         self._unacked: dict[int, str] = {}  # ledger rows of replies not acknowledged yet
         self._ledger_lock = threading.Lock()
         self._paused = False
-        self.judge: JudgeEscrow | None = None
-        if cfg.judge.kind != "native":
-            from devicerl.judges.factory import make_runner
-
-            self.judge = JudgeEscrow(make_runner(cfg.judge))
-        sampler = TaskSampler(
-            resolve(cfg.tasks.train), seed=spec.seed(), max_steps=cfg.tasks.max_steps
-        )
-        planner = EpisodePlanner(
-            sampler,
-            exploration=ExplorationSchedule.from_config(cfg.exploration),
-            group_size=cfg.group_size,
-            name=f"{uuid.uuid4().hex[:8]}.",
-        )
+        self.planner = make_planner(cfg, spec.seed(), exploration=self.exploration)
         self.thread = CollectorThread(
-            lambda: cfg.env.make_pool(planner, seed=spec.seed()),
+            lambda: cfg.env.make_pool(self.planner, seed=spec.seed()),
             self,
             self._ship,
-            judge=self.judge,
-            on_episode=planner.record,
-            on_incomplete=planner.retry,
             overlap=cfg.overlap,
             batch=-(-cfg.trajectories_per_iter // max(1, cfg.rollouts.groups)),
             paused=lambda: self._paused,
@@ -194,13 +177,23 @@ class RolloutGroup:
         params = next(iter(self.policy.parameters()), None) if self.policy.trainable else None
         return str(params.device) if params is not None else "cpu"
 
-    def set_weights(self, version: int, refs: list[Any]) -> None:
-        """Offer weights ``version`` (``refs``: [ObjectRef] or [] for a version-only update);
-        the collector thread loads the newest between two batches."""
+    def set_weights(
+        self, version: int, refs: list[Any], exploration: dict[str, Any] | None = None
+    ) -> None:
+        """Offer weights ``version`` (``refs``: [ObjectRef] or [] for a version-only update)
+        and the trainer's exploration windows; the collector thread loads the newest weights
+        between two batches, new episodes are planned with the windows at once."""
+        published = Publication(version, refs[0] if refs else None, exploration)
         with self._cond:
             if version > self._latest.version:
-                self._latest = _Weights(version, refs[0] if refs else None)
+                self._latest = published
+        self._explore(published)
         self.thread.resume.set()
+
+    def retry(self, task: str, seed: int | None, plan: EpisodePlan | None) -> bool:
+        """A task-group member of this group that the learner found cut short (truncated, or
+        unlabelled by the judge): its planner runs the instance again (within its re-runs)."""
+        return self.planner.rerun(task, seed, plan)
 
     def throttle(self, paused: bool) -> None:
         """Pause (or resume) collection: the learner has enough unconsumed episodes."""
@@ -223,26 +216,16 @@ class RolloutGroup:
             items = list(self._outbox)
             self._outbox.clear()
         out = [t for t in items if not self._shipped_early(t)]
-        held = self.judge.held() if self.judge is not None else {}
         running, ended = self._in_pool()
-        awaiting: list[Trajectory] = []
-        labels: list[Relabel] = []
-        if self.judge is None:
-            shipping = {t.episode_id for t in out}
-            for t in ended:
-                if t.episode_id not in self._early and t.episode_id not in shipping:
-                    self._early.add(t.episode_id)
-                    out.append(t)
-        else:  # ship what ended now, its verdict later: nothing finished stays only here
-            out, labels, awaiting = self._judged_split(out, held, ended)
-        for t in [*out, *awaiting]:
+        shipping = {t.episode_id for t in out}
+        for t in ended:  # ended while its device resets: ship it now, skip it later
+            if t.episode_id not in self._early and t.episode_id not in shipping:
+                self._early.add(t.episode_id)
+                out.append(t)
+        for t in out:
             t.extras.setdefault("rollout_group", self.spec.index)
             t.extras.setdefault("node", self.node_id)
-        rows = self._rows(
-            [(t.episode_id, t.end_reason) for t in out]
-            + [(t.episode_id, AWAITING) for t in awaiting]
-            + [(r.episode_id, r.end_reason) for r in labels]
-        )
+        rows = self._rows(out)
         with self._ledger_lock:
             self._seq += 1
             seq = self._seq
@@ -255,8 +238,6 @@ class RolloutGroup:
             self.node_id,
             self.error,
             stopped=not self.thread.alive,
-            awaiting=awaiting,
-            labels=labels,
             seq=seq,
         )
 
@@ -271,39 +252,9 @@ class RolloutGroup:
                 with open(path, "a") as f:  # one append per reply; O_APPEND keeps writers apart
                     f.write(rows)
 
-    def _judged_split(
-        self, out: list[Trajectory], held: dict[str, Trajectory], ended: list[Trajectory]
-    ) -> tuple[list[Trajectory], list[Relabel], list[Trajectory]]:
-        """(whole episodes, labels of episodes shipped unjudged before, unjudged episodes)."""
-        assert self.judge is not None
-        whole: list[Trajectory] = []
-        labels: list[Relabel] = []
-        for t in out:  # judged (or truncated) episodes the collector handed out
-            self.judge.release(t.episode_id)
-            held.pop(t.episode_id, None)
-            if t.episode_id in self._awaiting:
-                self._awaiting.discard(t.episode_id)
-                t.extras.setdefault("rollout_group", self.spec.index)
-                t.extras.setdefault("node", self.node_id)
-                labels.append(Relabel.of(t))
-            else:
-                whole.append(t)
-        done = {t.episode_id for t in out}
-        awaiting = []
-        for t in [*held.values(), *ended]:
-            if t.episode_id not in self._awaiting and t.episode_id not in done:
-                self._awaiting.add(t.episode_id)
-                awaiting.append(t if t.episode_id in held else detached(t))
-        return whole, labels, awaiting
-
     def stop(self, timeout_s: float = 30.0) -> dict[str, float]:
         """Stop collecting and close the devices (episodes in flight are dropped)."""
         self.thread.stop(timeout_s)
-        if self.judge is not None:  # verdicts still coming: the last pull ships them
-            judged = self.judge.drain(timeout_s)
-            with self._cond:
-                self._outbox.extend(j.trajectory for j in judged)
-            self.judge.close(wait=False)
         return self._stats()
 
     # -- the collector thread ---------------------------------------------------------------------
@@ -347,16 +298,17 @@ class RolloutGroup:
         return {DEFAULT_POLICY: self.policy}
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _explore(self, published: Publication) -> None:
+        if self.exploration is not None and published.exploration is not None:
+            self.exploration.load_state_dict(published.exploration)
+
     def _in_pool(self) -> tuple[list[Trajectory], list[Trajectory]]:
         pool = self.pool
         return pool.episodes_in_progress() if pool is not None else ([], [])
 
     def _ended(self) -> bool:
         """Something finished that the fleet has not got yet (`pull` answers at once)."""
-        ended = [t.episode_id for t in self._in_pool()[1]]
-        if self.judge is None:
-            return any(i not in self._early for i in ended)
-        return any(i not in self._awaiting for i in [*self.judge.held(), *ended])
+        return any(t.episode_id not in self._early for t in self._in_pool()[1])
 
     def _shipped_early(self, t: Trajectory) -> bool:
         if t.episode_id in self._early:
@@ -369,12 +321,12 @@ class RolloutGroup:
         out["policy_version"] = float(self.policy.version)
         return out
 
-    def _rows(self, shipped: list[tuple[str, EndReason | str | None]]) -> str:
-        """Ledger rows: episode id, end reason (`AWAITING` for an unjudged copy), group, node."""
+    def _rows(self, shipped: list[Trajectory]) -> str:
+        """Ledger rows: episode id, end reason, group, node."""
         if not self.spec.ledger:
             return ""
         return "".join(
-            f"{episode_id}\t{getattr(reason, 'value', reason)}\t{self.spec.index}\t{self.node_id}\n"
-            for episode_id, reason in shipped
-            if reason is not None
+            f"{t.episode_id}\t{t.end_reason.value}\t{self.spec.index}\t{self.node_id}\n"
+            for t in shipped
+            if t.end_reason is not None
         )
