@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from devicerl.actions import Action, ActionType
+from devicerl.actions import MAX_DURATION_S, Action, ActionType
 from devicerl.codecs import (
     CODECS,
     ImageGeometry,
@@ -57,20 +57,32 @@ def screens(draw):
     return (w, h), g
 
 
+seconds = st.floats(0.01, MAX_DURATION_S, allow_nan=False)
+said = typed.filter(lambda t: t.strip() != "")
+app = st.text(st.characters(whitelist_categories=("L", "N", "Zs", "P")), min_size=1,
+              max_size=30).filter(lambda t: t.strip() != "" and t.isprintable())  # fmt: skip
+#: Types without fields.
+BARE = [ActionType.PRESS_BACK, ActionType.PRESS_HOME, ActionType.PRESS_ENTER,
+        ActionType.STATUS_TASK_COMPLETE, ActionType.STATUS_TASK_IMPOSSIBLE]  # fmt: skip
+
+
 @st.composite
 def actions(draw):
-    kind = draw(st.sampled_from(["tap", "swipe", "type", "other"]))
+    kind = draw(st.sampled_from(["tap", "swipe", "type", "long", "app", "wait", "answer", "bare"]))
     if kind == "tap":
         return Action.tap(draw(unit), draw(unit))
     if kind == "swipe":
         a = Action.swipe(draw(unit), draw(unit), draw(unit), draw(unit))
         assume(a.is_swipe and min(abs(a.touch[0] - a.lift[0]), abs(a.touch[1] - a.lift[1])) > 0.05)
         return a
-    if kind == "type":
-        return Action.type_text(draw(typed))
-    others = [t for t in ActionType if t not in (ActionType.DUAL_POINT, ActionType.TYPE,
-                                                 ActionType.INVALID)]  # fmt: skip
-    return Action(draw(st.sampled_from(others)))
+    return {
+        "type": lambda: Action.type_text(draw(typed)),
+        "long": lambda: Action.long_press(draw(unit), draw(unit), draw(seconds)),
+        "app": lambda: Action.open_app(draw(app)),
+        "wait": lambda: Action.wait(draw(seconds)),
+        "answer": lambda: Action.answer(draw(said)),
+        "bare": lambda: Action(draw(st.sampled_from(BARE))),
+    }[kind]()
 
 
 def step_px(codec, geometry: ImageGeometry, screen: tuple[int, int]) -> tuple[float, float]:
@@ -93,12 +105,14 @@ def test_format_then_parse_round_trips_within_a_device_pixel(name, screen, actio
     text = codec.format(action, g)
     back = codec.parse(text, g)
     assert back.type is action.type and back.text == action.text, (text, back)
+    assert (back.app, back.duration_s) == (action.app, action.duration_s), text
     assert codec.format(back, g) == text
     if action.touch is None:
         assert back == action
         return
     sx, sy = step_px(codec, g, (w, h))
-    for p, q in ((action.touch, back.touch), (action.lift, back.lift)):
+    pairs = [(action.touch, back.touch)] + ([(action.lift, back.lift)] if action.lift else [])
+    for p, q in pairs:
         ex, ey = abs(p[0] - q[0]) * w, abs(p[1] - q[1]) * h
         assert ex <= sx / 2 + 1e-6 and ey <= sy / 2 + 1e-6, (text, p, q)
         if sx <= 2 and sy <= 2:
@@ -151,9 +165,18 @@ def test_the_families_own_examples_read_as_they_mean() -> None:
     swipe = Aguvis().parse("mobile.swipe(from_coord=[0.581,0.898],to_coord=[0.601,0.518])", phone)
     assert swipe.touch == pytest.approx((0.581, 0.898)) and swipe.swipe_direction == "up"
     assert Aguvis().parse("mobile.terminate(status='success')", phone) == Action.complete()
+    assert MobileUse().parse(
+        '<tool_call>{"name": "mobile_use", "arguments": {"action": "open", '
+        '"text": "Clock"}}</tool_call>',
+        phone,
+    ) == Action.open_app("Clock")
+    assert UITars().parse("Action: wait()", phone) == Action.wait(5.0)  # its sleep is 5 s
+    assert Aguvis().parse("mobile.long_press(x=0.5, y=0.5)", phone).duration_s == 1.0
     for codec, text in [
-        (MobileUse(), '<tool_call>{"name": "mobile_use", "arguments": {"action": "open", '
-                      '"text": "Clock"}}</tool_call>'),
+        (MobileUse(), '<tool_call>{"name": "mobile_use", "arguments": {"action": '
+                      '"system_button", "button": "Menu"}}</tool_call>'),
+        (MobileUse(), '<tool_call>{"name": "mobile_use", "arguments": {"action": "wait", '
+                      '"time": 0}}</tool_call>'),
         (MobileUse(), '<tool_call>{"name": "mobile_use", "arguments": {"action": "click", '
                       '"coordinate": [5000, 10]}}</tool_call>'),
         (UITars(), "Action: left_double(start_box='(10,10)')"),

@@ -12,8 +12,9 @@ and ``Previous actions:`` (``Step i: <call>`` lines, or ``None``).
 
 Aguvis itself opens its reply with a ``<|recipient|>`` token naming where the code runs; the
 plain chat here has none, so the call is the whole reply (a reply with a thought before it
-parses the same). ``mobile.long_press``, ``mobile.open_app``, ``mobile.wait`` and ``answer``
-parse to an invalid action naming them.
+parses the same). devicerl's long press, open app, wait and answer are Aguvis'
+``mobile.long_press(x=, y=)`` (1 s; another duration is written ``seconds=``),
+``mobile.open_app(app_name=)``, ``mobile.wait(seconds=)`` and ``answer('...')``.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from devicerl.actions import Action, ActionType, Point
-from devicerl.codecs.base import ActionCodec, PromptStep
+from devicerl.actions import DEFAULT_PRESS_S, DEFAULT_WAIT_S, Action, ActionType, Point
+from devicerl.codecs.base import ActionCodec, PromptStep, seconds, seconds_text
 from devicerl.codecs.calls import Call, find_call, quote
 from devicerl.codecs.frames import Unit
 from devicerl.codecs.geometry import ImageGeometry
@@ -69,14 +70,22 @@ class Aguvis(ActionCodec):
 
     # -- action text ----------------------------------------------------------------------------
     def write(self, action: Action, geometry: ImageGeometry) -> str:
-        if action.touch is not None and action.lift is not None:
+        if action.touch is not None:
             x, y = self.frame.write(action.touch, geometry)
+            if action.type is ActionType.LONG_PRESS:  # Aguvis' is 1 s; others name theirs
+                d = action.duration_s
+                held = "" if d == DEFAULT_PRESS_S else f", seconds={seconds_text(d)}"
+                return f"mobile.long_press(x={x}, y={y}{held})"
             if action.is_tap:
                 return f"pyautogui.click(x={x}, y={y})"
+            assert action.lift is not None
             x2, y2 = self.frame.write(action.lift, geometry)
             return f"mobile.swipe(from_coord=[{x}, {y}], to_coord=[{x2}, {y2}])"
         return {
             ActionType.TYPE: lambda: f"pyautogui.write(message={quote(action.text)})",
+            ActionType.ANSWER: lambda: f"answer({quote(action.text)})",
+            ActionType.OPEN_APP: lambda: f"mobile.open_app(app_name={quote(action.app)})",
+            ActionType.WAIT: lambda: f"mobile.wait(seconds={seconds_text(action.duration_s)})",
             ActionType.PRESS_BACK: lambda: "mobile.back()",
             ActionType.PRESS_HOME: lambda: "mobile.home()",
             ActionType.PRESS_ENTER: lambda: "pyautogui.press(keys='enter')",
@@ -92,9 +101,13 @@ class Aguvis(ActionCodec):
 
     def action(self, call: Call, text: str, geometry: ImageGeometry) -> Action:
         name = call.name
-        if name == "pyautogui.click":
+        if name in ("pyautogui.click", "mobile.long_press"):
             point = self.frame.read_pair((call.arg("x", 0), call.arg("y", 1)), geometry)
-            return Action.tap(*point) if not isinstance(point, str) else Action.invalid(text, point)
+            if isinstance(point, str):
+                return Action.invalid(text, point)
+            if name == "mobile.long_press":
+                return Action.long_press(*point, seconds(call.arg("seconds"), DEFAULT_PRESS_S))
+            return Action.tap(*point)
         if name == "mobile.swipe":
             start = self.frame.read_pair(call.arg("from_coord", 0), geometry)
             end = self.frame.read_pair(call.arg("to_coord", 1), geometry)
@@ -102,11 +115,16 @@ class Aguvis(ActionCodec):
                 if isinstance(p, str):
                     return Action.invalid(text, f"swipe: {p}")
             return Action.swipe(*start, *end)  # type: ignore[misc]
-        if name == "pyautogui.write":
-            typed = call.arg("message", 0)
-            if not isinstance(typed, str):
-                return Action.invalid(text, "write without a message string")
-            return Action.type_text(typed)
+        if name in ("pyautogui.write", "answer", "mobile.open_app"):
+            key = {"pyautogui.write": "message", "answer": "text", "mobile.open_app": "app_name"}
+            value = call.arg(key[name], 0)
+            if not isinstance(value, str):
+                return Action.invalid(text, f"{name} without a {key[name]} string")
+            make = {"pyautogui.write": Action.type_text, "answer": Action.answer,
+                    "mobile.open_app": Action.open_app}  # fmt: skip
+            return make[name](value)
+        if name == "mobile.wait":
+            return Action.wait(seconds(call.arg("seconds", 0), DEFAULT_WAIT_S))
         if name in ("pyautogui.press", "pyautogui.hotkey"):
             keys = call.arg("keys", 0)
             key = keys[0] if isinstance(keys, (list, tuple)) and len(keys) == 1 else keys

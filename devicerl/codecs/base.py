@@ -41,6 +41,22 @@ class PromptStep:
     image: bool = True
 
 
+def seconds(value: Any, default: float) -> float:
+    """A duration a model wrote (a number or a numeric string; missing or empty: ``default``);
+    `ValueError` for anything else."""
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"duration {value!r} is not a number of seconds")
+    return float(value)
+
+
+def seconds_text(value: float) -> str:
+    """A duration as short as it reads back exactly (``2``, ``1.5``)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
 def message(role: str, text: str | None = None, image: bool = False, image_first: bool = True):
     """One chat message: optional image part and text part, in the order given."""
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text is not None else []
@@ -76,6 +92,8 @@ class ActionCodec(ABC):
             return Action.invalid(text, "empty output")
         try:
             return self.read(text, geometry)
+        except ValueError as e:  # the text names an action devicerl refuses (a 0 s wait)
+            return Action.invalid(text, str(e)[:300])
         except Exception as e:  # model output must never crash a run
             return Action.invalid(text, f"parser error: {type(e).__name__}: {e}"[:300])
 

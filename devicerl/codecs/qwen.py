@@ -17,13 +17,15 @@ the following operation on the current device): Step 1: ...; `` followed by the 
   image's size (``The screen's resolution is WxH``); its history repeats earlier calls as JSON.
 - Qwen3-VL writes a 0-999 grid relative to the image (the cookbook tells it the resolution is
   999x999 and scales by ``point / 999 * size``); its history is a short sentence per step, and
-  its action list has ``answer`` and no ``key`` / ``open``. The cookbook also asks for a
+  its action list has ``answer`` and no ``key``. The cookbook also asks for a
   ``Thought:`` and an ``Action:`` line before the call; devicerl asks for the call alone (the
   text a stored action is rendered to), and a reply with those lines parses the same.
 
-Actions of the schema that devicerl's action space does not hold (``key`` other than enter,
-back and home, the Menu button, ``long_press``, ``open``, ``wait``, ``answer``) parse to an
-invalid action naming them.
+devicerl's long press, open app, wait and answer are the schema's ``long_press`` (``time`` in
+seconds), ``open`` (the app's name as ``text``), ``wait`` and ``answer``; the Qwen2.5-VL schema
+has no ``answer`` and the Qwen3-VL one no ``open``: each is listed in the other's words, an
+addition of devicerl's. What devicerl's action space does not hold (``key`` other than enter,
+back and home, the Menu button) parses to an invalid action naming it.
 """
 
 from __future__ import annotations
@@ -32,14 +34,16 @@ import json
 import re
 from typing import Any
 
-from devicerl.actions import Action, ActionType
-from devicerl.codecs.base import ActionCodec, PromptStep
+from devicerl.actions import DEFAULT_PRESS_S, DEFAULT_WAIT_S, Action, ActionType
+from devicerl.codecs.base import ActionCodec, PromptStep, seconds
 from devicerl.codecs.frames import Frame, Grid, Pixels
 from devicerl.codecs.geometry import ImageGeometry, KeepSize, SmartResize
 
 TOOL = "mobile_use"
 _CALL_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.S)
 _BUTTONS = {"back": Action.back, "home": Action.home, "enter": Action.enter}
+_BUTTON_NAMES = {ActionType.PRESS_BACK: "Back", ActionType.PRESS_HOME: "Home",
+                 ActionType.PRESS_ENTER: "Enter"}  # fmt: skip
 _KEYS = {"enter": "enter", "keycode_enter": "enter", "back": "back", "keycode_back": "back",
          "home": "home", "keycode_home": "home"}  # fmt: skip
 
@@ -54,16 +58,18 @@ _ACTIONS_25 = {
     "open": "open the app named `text`",
     "wait": "wait `time` seconds for the screen to change",
     "terminate": "end the task, reporting its status",
+    "answer": "give `text` as the answer",
 }
 _ACTIONS_3 = {
     "click": _ACTIONS_25["click"],
     "long_press": _ACTIONS_25["long_press"],
     "swipe": _ACTIONS_25["swipe"],
     "type": _ACTIONS_25["type"],
-    "answer": "give `text` as the answer",
+    "answer": _ACTIONS_25["answer"],
     "system_button": _ACTIONS_25["system_button"],
     "wait": _ACTIONS_25["wait"],
     "terminate": _ACTIONS_25["terminate"],
+    "open": _ACTIONS_25["open"],
 }
 
 
@@ -139,21 +145,27 @@ class MobileUse(ActionCodec):
     # -- action text ----------------------------------------------------------------------------
     def arguments(self, action: Action, geometry: ImageGeometry) -> dict[str, Any]:
         """The call's ``arguments`` for a valid action."""
-        if action.type is ActionType.DUAL_POINT:
-            assert action.touch is not None and action.lift is not None
+        kind = action.type
+        if action.touch is not None:
             start = list(self.frame.write(action.touch, geometry))
+            if kind is ActionType.LONG_PRESS:
+                return {"action": "long_press", "coordinate": start, "time": action.duration_s}
             if action.is_tap:
                 return {"action": "click", "coordinate": start}
+            assert action.lift is not None
             end = list(self.frame.write(action.lift, geometry))
             return {"action": "swipe", "coordinate": start, "coordinate2": end}
-        if action.type is ActionType.TYPE:
-            return {"action": "type", "text": action.text}
         if action.is_terminal:
-            ok = action.type is ActionType.STATUS_TASK_COMPLETE
+            ok = kind is ActionType.STATUS_TASK_COMPLETE
             return {"action": "terminate", "status": "success" if ok else "failure"}
-        button = {ActionType.PRESS_BACK: "Back", ActionType.PRESS_HOME: "Home",
-                  ActionType.PRESS_ENTER: "Enter"}[action.type]  # fmt: skip
-        return {"action": "system_button", "button": button}
+        if kind in _BUTTON_NAMES:
+            return {"action": "system_button", "button": _BUTTON_NAMES[kind]}
+        return {
+            ActionType.TYPE: lambda: {"action": "type", "text": action.text},
+            ActionType.ANSWER: lambda: {"action": "answer", "text": action.text},
+            ActionType.OPEN_APP: lambda: {"action": "open", "text": action.app},
+            ActionType.WAIT: lambda: {"action": "wait", "time": action.duration_s},
+        }[kind]()
 
     def call_json(self, action: Action, geometry: ImageGeometry) -> str:
         return json.dumps(
@@ -182,21 +194,16 @@ class MobileUse(ActionCodec):
     def action(self, args: dict[str, Any], text: str, geometry: ImageGeometry) -> Action:
         """The action of a call's arguments (invalid, with the reason, when it has none)."""
         kind = args.get("action")
-        if kind in ("click", "swipe"):
-            touch = self.frame.read_pair(args.get("coordinate"), geometry)
-            if isinstance(touch, str):
-                return Action.invalid(text, f"{kind}: coordinate {touch}")
-            if kind == "click":
-                return Action.tap(*touch)
-            lift = self.frame.read_pair(args.get("coordinate2"), geometry)
-            if isinstance(lift, str):
-                return Action.invalid(text, f"swipe: coordinate2 {lift}")
-            return Action.swipe(*touch, *lift)
-        if kind == "type":
-            typed = args.get("text")
-            if not isinstance(typed, str):
-                return Action.invalid(text, "type without a text string")
-            return Action.type_text(typed)
+        if kind in ("click", "swipe", "long_press"):
+            return self.pointed(kind, args, text, geometry)
+        if kind in ("type", "answer", "open"):
+            value = args.get("text")
+            if not isinstance(value, str):
+                return Action.invalid(text, f"{kind} without a text string")
+            make = {"type": Action.type_text, "answer": Action.answer, "open": Action.open_app}
+            return make[kind](value)
+        if kind == "wait":
+            return Action.wait(seconds(args.get("time"), DEFAULT_WAIT_S))
         if kind == "terminate":
             status = args.get("status")
             if status not in ("success", "failure"):
@@ -209,6 +216,20 @@ class MobileUse(ActionCodec):
             key = _KEYS.get(str(args.get("text", "")).lower())
             return _BUTTONS[key]() if key else Action.invalid(text, f"key {args.get('text')!r}")
         return Action.invalid(text, f"action {kind!r} is not in devicerl's action space")
+
+    def pointed(self, kind: str, args: dict[str, Any], text: str, geometry: ImageGeometry):
+        """A click, a long press or a swipe from its coordinates."""
+        touch = self.frame.read_pair(args.get("coordinate"), geometry)
+        if isinstance(touch, str):
+            return Action.invalid(text, f"{kind}: coordinate {touch}")
+        if kind == "click":
+            return Action.tap(*touch)
+        if kind == "long_press":
+            return Action.long_press(*touch, seconds(args.get("time"), DEFAULT_PRESS_S))
+        lift = self.frame.read_pair(args.get("coordinate2"), geometry)
+        if isinstance(lift, str):
+            return Action.invalid(text, f"swipe: coordinate2 {lift}")
+        return Action.swipe(*touch, *lift)
 
     def write_point(self, point, geometry: ImageGeometry) -> str:
         x, y = self.frame.write(point, geometry)
@@ -266,8 +287,13 @@ class MobileUseQwen3(MobileUse):
         if kind == "swipe":
             return "Swipe from ({}, {}) to ({}, {}).".format(*args["coordinate"],
                                                             *args["coordinate2"])  # fmt: skip
-        if kind == "type":
-            return f"Type {action.text}.".replace('"', "").replace("\n", " ")
+        if kind == "long_press":
+            return "Long press at ({}, {}) for {:g} s.".format(*args["coordinate"], args["time"])
+        if kind in ("type", "answer", "open"):
+            said = {"type": "Type", "answer": "Answer", "open": "Open the app"}[kind]
+            return f"{said} {args['text']}.".replace('"', "").replace("\n", " ")
+        if kind == "wait":
+            return f"Wait {args['time']:g} s."
         if kind == "terminate":
             return f"Terminate with {args['status']}."
         return f"Press the {args['button']} button."

@@ -21,7 +21,11 @@ training example; a reply with a thought parses the same. Swipes are written
 ``hotkey(key='enter')`` and impossible is ``call_user()`` (the computer template's). Read too:
 ``drag(start_box, end_box)``, ``scroll(start_box, direction)`` (a swipe a quarter of the screen
 long, the finger moving against ``direction``), ``<point>x y</point>`` points and four-number
-boxes (their centre). ``long_press``, ``open_app``, ``wait`` and the mouse's double and right
+boxes (their centre). devicerl's long press is the mobile template's ``long_press(start_box,
+time)``, open app ``open_app(app_name)`` (UI-TARS-1.5's mobile prompt), wait the computer
+template's ``wait()`` (5 s; another duration is written ``wait(time='2')``); an answer is
+``answer(content='...')``, devicerl's addition (UI-TARS' own ``finished(content=...)`` ends the
+task, which devicerl's answer does not: it reads as complete). The mouse's double and right
 clicks parse to an invalid action naming them.
 """
 
@@ -29,15 +33,18 @@ from __future__ import annotations
 
 import re
 
-from devicerl.actions import Action, Point
-from devicerl.codecs.base import ActionCodec, PromptStep, message
+from devicerl.actions import DEFAULT_PRESS_S, Action, ActionType, Point
+from devicerl.codecs.base import ActionCodec, PromptStep, message, seconds, seconds_text
 from devicerl.codecs.calls import Call, find_call, quote
 from devicerl.codecs.frames import Frame, Grid, Pixels
 from devicerl.codecs.geometry import ImageGeometry, KeepSize, SmartResize
 
 BOX_START, BOX_END = "<|box_start|>", "<|box_end|>"
 NAMES = ("click", "long_press", "type", "scroll", "drag", "press_home", "press_back", "hotkey",
-         "finished", "call_user", "open_app", "wait", "left_double", "right_single")  # fmt: skip
+         "finished", "call_user", "open_app", "wait", "answer", "left_double",
+         "right_single")  # fmt: skip
+#: How long UI-TARS' ``wait()`` sleeps (its computer template's).
+WAIT_S = 5.0
 #: How far a ``scroll(start_box, direction)`` moves the finger, in screen heights / widths.
 SCROLL_LENGTH = 0.25
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
@@ -45,11 +52,15 @@ _KEYS = {"enter": Action.enter, "back": Action.back, "home": Action.home}
 _DIRECTIONS = {"up": (0.0, 1.0), "down": (0.0, -1.0), "left": (1.0, 0.0), "right": (-1.0, 0.0)}
 
 _ACTION_SPACE = """click(start_box='<|box_start|>(x1,y1)<|box_end|>')
+long_press(start_box='<|box_start|>(x1,y1)<|box_end|>', time='')
 type(content='') # Escape \\', \\" and \\n in content so it reads as a Python string.
 scroll(start_box='<|box_start|>(x1,y1)<|box_end|>', end_box='<|box_start|>(x3,y3)<|box_end|>')
+open_app(app_name='')
 hotkey(key='enter')
 press_home()
 press_back()
+wait() # Sleep for 5 s, then look at the screen again.
+answer(content='') # Tell the user the answer the task asks for, then finish.
 finished() # The task is done.
 call_user() # The task cannot be done: hand it back to the user."""
 
@@ -71,14 +82,22 @@ class UITars(ActionCodec):
 
     def call(self, action: Action, geometry: ImageGeometry, boxed: bool) -> str:
         """The call for a valid action."""
-        if action.touch is not None and action.lift is not None:
+        if action.touch is not None:
             start = self.box(action.touch, geometry, boxed)
+            if action.type is ActionType.LONG_PRESS:
+                return f"long_press(start_box='{start}', time='{seconds_text(action.duration_s)}')"
             if action.is_tap:
                 return f"click(start_box='{start}')"
+            assert action.lift is not None
             end = self.box(action.lift, geometry, boxed)
             return f"scroll(start_box='{start}', end_box='{end}')"
+        if action.type is ActionType.WAIT:  # UI-TARS' own wait is 5 s; others name their time
+            d = action.duration_s
+            return "wait()" if d == WAIT_S else f"wait(time='{seconds_text(d)}')"
         return {
             "TYPE": lambda: f"type(content={quote(action.text)})",
+            "ANSWER": lambda: f"answer(content={quote(action.text)})",
+            "OPEN_APP": lambda: f"open_app(app_name={quote(action.app)})",
             "PRESS_BACK": lambda: "press_back()",
             "PRESS_HOME": lambda: "press_home()",
             "PRESS_ENTER": lambda: "hotkey(key='enter')",
@@ -102,23 +121,28 @@ class UITars(ActionCodec):
 
     def action(self, call: Call, text: str, geometry: ImageGeometry) -> Action:
         name = call.name
-        if name in ("click", "scroll", "drag"):
+        if name in ("click", "scroll", "drag", "long_press"):
             start = self.point(call.arg("start_box", 0) or call.arg("point"), geometry)
             if isinstance(start, str):
                 return Action.invalid(text, f"{name}: start_box {start}")
             if name == "click":
                 return Action.tap(*start)
+            if name == "long_press":
+                return Action.long_press(*start, seconds(call.arg("time"), DEFAULT_PRESS_S))
             if name == "scroll" and call.arg("end_box", 1) is None:
                 return self.scrolled(start, call.arg("direction"), text)
             end = self.point(call.arg("end_box", 1), geometry)
             if isinstance(end, str):
                 return Action.invalid(text, f"{name}: end_box {end}")
             return Action.swipe(*start, *end)
-        if name == "type":
-            content = call.arg("content")
-            if not isinstance(content, str):
-                return Action.invalid(text, "type without a content string")
-            return Action.type_text(content)
+        if name in ("type", "answer", "open_app"):
+            value = call.arg("app_name" if name == "open_app" else "content")
+            if not isinstance(value, str):
+                return Action.invalid(text, f"{name} without a string")
+            make = {"type": Action.type_text, "answer": Action.answer, "open_app": Action.open_app}
+            return make[name](value)
+        if name == "wait":
+            return Action.wait(seconds(call.arg("time"), WAIT_S))
         if name == "hotkey":
             press = _KEYS.get(str(call.arg("key") or call.arg("hotkey")).strip().lower())
             return press() if press else Action.invalid(text, f"hotkey {call.arg('key')!r}")
