@@ -32,7 +32,7 @@ import yaml
 
 from devicerl.errors import ConfigError
 from devicerl.files import read_text
-from devicerl.secrets import is_secret_name, register
+from devicerl.secrets import is_env_name, is_secret_name, register, scrub_obj
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -214,9 +214,25 @@ def bounds_text(meta: Mapping[str, Any]) -> str:
     return f"{sign[k]} {v}" if k else ""
 
 
+#: A string field's declared form: ``{"form": "env_name"}`` (`FORMS` names each); the error
+#: says what the value should be and never shows it (what was typed may be a secret).
+FORMS = {
+    "env_name": (
+        is_env_name,
+        "the name of an environment variable (letters, digits, _), or empty; the value is not "
+        "shown: put a key in a variable and name the variable here",
+    )
+}
+
+
 def check_bounds(key: str, value: Any, meta: Mapping[str, Any]) -> None:
     """Raise `ConfigError` (``key=value: must be >= 1``) when ``value`` is out of the field's
     declared bounds, or an integer does not fit in 64 bits; None (an unset optional) passes."""
+    if isinstance(value, str) and "form" in meta:
+        valid, text = FORMS[meta["form"]]
+        if value and not valid(value):
+            raise ConfigError(f"{key}: must be {text}")
+        return
     if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
         return
     ok = (
@@ -457,21 +473,96 @@ def saved_section(data: dict[str, Any], dotted: str) -> dict[str, Any] | None:
     return node
 
 
+#: A retired option's "value now used" when the saved value meant nothing in that run (an
+#: option of an agent kind or a learner the run did not use): dropped without a word.
+IGNORED: Any = object()
+
+
+def _same(old: Any, now: Any) -> bool:
+    """Saved and current values alike, lists and tuples alike (YAML has only lists)."""
+    if isinstance(old, (list, tuple)) and isinstance(now, (list, tuple)):
+        return len(old) == len(now) and all(_same(a, b) for a, b in zip(old, now))
+    if isinstance(old, Mapping) and isinstance(now, Mapping):
+        return old.keys() == now.keys() and all(_same(old[k], now[k]) for k in old)
+    return bool(old == now) and isinstance(old, bool) == isinstance(now, bool)
+
+
+def retire(data: dict[str, Any], path: str, now: Any, prefix: str = "", used: str = "") -> None:
+    """Remove the retired option at dotted ``path`` from a saved config (`data`, edited in
+    place); a saved value other than ``now`` (the value the code uses in its place) is logged in
+    one line (`prefix` + path, then `used`, formatted with ``now``, or ``now`` itself)."""
+    where, _, key = path.rpartition(".")
+    holder = saved_section(data, where)
+    if holder is None or key not in holder:
+        return
+    old = holder.pop(key)
+    if now is not IGNORED and not _same(old, now):
+        shown = used.format(now=now) if used else _show(now)
+        log.warning("%s%s=%s saved by an older version is not an option any more; %s is used",
+                    prefix, path, _show(old), shown)  # fmt: skip
+
+
 def drop_retired(
-    data: dict[str, Any], retired: Mapping[str, Any], prefix: str = "", used: str = "{now!r}"
+    data: dict[str, Any], retired: Mapping[str, Any], prefix: str = "", used: str = ""
 ) -> None:
-    """Remove from a saved config (`data`, edited in place) the options an older version
-    saved that are gone: `retired` maps each dotted key to the value the code now uses in its
-    place, and a saved value other than that one is logged (`prefix` + key, then `used`
-    formatted with ``now``)."""
+    """`retire` each option of `retired` (dotted key -> the value the code now uses)."""
     for path, now in retired.items():
-        where, _, key = path.rpartition(".")
-        holder = saved_section(data, where)
-        if holder is not None and key in holder:
-            old = holder.pop(key)
-            if old != now:
-                log.warning("%s%s=%r saved by an older version is not an option any more; "
-                            "%s is used", prefix, path, old, used.format(now=now))  # fmt: skip
+        retire(data, path, now, prefix, used)
+
+
+def used_only(retired: Mapping[str, Any], used: bool) -> dict[str, Any]:
+    """`retired` where the run used those options, else every value `IGNORED`."""
+    return dict(retired) if used else dict.fromkeys(retired, IGNORED)
+
+
+def saved_pop(data: dict[str, Any], path: str) -> tuple[bool, Any]:
+    """Remove and return the value at dotted ``path`` of a saved config: (found, value)."""
+    where, _, key = path.rpartition(".")
+    holder = saved_section(data, where)
+    if holder is None or key not in holder:
+        return False, None
+    return True, holder.pop(key)
+
+
+def saved_put(data: dict[str, Any], path: str, value: Any) -> None:
+    """Set dotted ``path`` of a saved config to ``value``, creating the sections on the way,
+    unless the config already holds it (a key of the newer layout wins); a level that is not a
+    mapping is left for the loader to name."""
+    where, _, key = path.rpartition(".")
+    node: Any = data
+    for part in [p for p in where.split(".") if p]:
+        child = node.get(part)
+        if child is None:
+            child = {}
+        elif not isinstance(child, Mapping):
+            return
+        node[part] = child = dict(child)
+        node = child
+    node.setdefault(key, value)
+
+
+def saved_move(data: dict[str, Any], old: str, new: str) -> None:
+    """Carry the option saved at dotted ``old`` over to ``new`` (an option renamed or moved)."""
+    found, value = saved_pop(data, old)
+    if found:
+        saved_put(data, new, value)
+
+
+def saved_number(key: str, value: Any, kind: type = float) -> Any:
+    """``value``, a number (``kind`` int: a whole one) an older version saved at ``key``; a
+    `ConfigError` naming the key otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{key}: {_show(value)} saved by an older version is not a number")
+    if kind is int and not float(value).is_integer():
+        raise ConfigError(f"{key}: {_show(value)} saved by an older version is not a whole number")
+    return kind(value)
+
+
+def saved_flag(key: str, value: Any) -> bool:
+    """``value``, a true/false an older version saved at ``key``; a `ConfigError` otherwise."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: {_show(value)} saved by an older version is not true/false")
+    return value
 
 
 def _secret_fields(cls: type) -> set[str]:
@@ -483,19 +574,25 @@ def _secret_fields(cls: type) -> set[str]:
 
 
 def redact(obj: Any) -> Any:
-    """A plain-dict copy of a config with secret values replaced by a marker."""
+    """A plain-dict copy of a config to write: secret fields replaced by a marker, and every
+    other string passed through the scrubber (`devicerl.secrets.scrub`), so a key typed into
+    any field (a model name, a device option) is written masked whatever the field is called."""
+    return scrub_obj(_redact(obj))
+
+
+def _redact(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         secrets = _secret_fields(type(obj))
         out = {}
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
             out[f.name] = (
-                REDACTED if (f.name in secrets and isinstance(v, str) and v) else redact(v)
+                REDACTED if (f.name in secrets and isinstance(v, str) and v) else _redact(v)
             )
         return out
     if isinstance(obj, Mapping):
         return {
-            k: (REDACTED if (is_secret_name(str(k)) and isinstance(v, str) and v) else redact(v))
+            k: (REDACTED if (is_secret_name(str(k)) and isinstance(v, str) and v) else _redact(v))
             for k, v in obj.items()
         }
     return to_dict(obj)

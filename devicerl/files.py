@@ -24,6 +24,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,29 @@ def check_output(
     except OSError as e:
         raise error(f"{what} {p}: folder {target} is not writable ({e.strerror})") from None
     return p
+
+
+def check_apart(
+    out: str | Path,
+    inputs: Sequence[tuple[str, str | Path]],
+    *,
+    what: str = "--out",
+    error: type[Exception] = PathError,
+) -> None:
+    """Refuse, in one line and before anything is written, an output (``out``, named ``what``)
+    inside one of a command's ``inputs`` (name, path) or holding one: writing there would copy
+    an input into itself or, replacing the output, delete what is being read. Paths are
+    compared resolved (links followed), so a link cannot hide the overlap. An empty ``out``
+    (``--out ""``, which a path would read as "here") is refused too."""
+    if not str(out).strip():
+        raise error(f"{what}: empty path")
+    o = Path(os.path.realpath(out))
+    for name, path in inputs:
+        i = Path(os.path.realpath(path))
+        if o == i or i in o.parents:
+            raise error(f"{what} {out} is inside {name} {path}: write outside the inputs")
+        if o in i.parents:
+            raise error(f"{what} {out} holds {name} {path}: write outside the inputs")
 
 
 def file_sha256(path: str | Path) -> str:

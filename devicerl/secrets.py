@@ -49,6 +49,16 @@ _registered: set[str] = set()
 _lock = threading.Lock()
 
 
+#: What an environment variable's name may look like (POSIX: letters, digits, underscores).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+
+
+def is_env_name(text: str) -> bool:
+    """Whether ``text`` can name an environment variable (a key pasted in its place cannot:
+    keys hold ``-``, ``.`` or start with a digit, and are refused before they are stored)."""
+    return bool(ENV_NAME.fullmatch(text))
+
+
 def register(*names: str) -> None:
     """Mark environment variables (by name) as holding secrets, e.g. a client's ``api_key_env``."""
     with _lock:

@@ -117,7 +117,9 @@ def test_failures_and_garbage_become_invalid_actions_never_exceptions() -> None:
         obs = _obs(1)[0]
         out = [agent.act([obs])[0] for _ in range(5)]
         srv.push(Reply(status=401))  # a refused key is no invalid action: it stops the run
-        with pytest.raises(ChatAuthError, match=r"HTTP 401 .*\$OPENAI_API_KEY"):
+        with pytest.raises(
+            ChatAuthError, match=r"HTTP 401 .*name the key.s variable in api_key_env"
+        ):
             agent.act([obs])
     reasons = [s.action.reason for s in out]
     assert all(s.action.is_invalid for s in out)

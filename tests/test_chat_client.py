@@ -55,7 +55,9 @@ def test_retries_are_bounded_and_4xx_fails_fast() -> None:
         assert e.value.status == 500 and len(srv.requests) == 3
     with ScriptedChatServer(lambda body: Reply(status=401)) as srv:
         client = _client(srv, max_retries=5)
-        with pytest.raises(ChatAuthError, match=r"HTTP 401 .*\$OPENAI_API_KEY"):
+        with pytest.raises(
+            ChatAuthError, match=r"HTTP 401 .*name the key.s variable in api_key_env"
+        ):
             client.complete([{"role": "user", "content": "x"}])
         assert len(srv.requests) == 1
 

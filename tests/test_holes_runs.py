@@ -99,7 +99,7 @@ def _step(task: str = "open settings") -> dict:
 def test_view_and_judge_eval_never_write_over_a_run(run, capsys) -> None:
     before = snapshot(run)
     r = cli(capsys, "view", run, "--out", run)
-    assert "holds files devicerl view did not write" in r.one_line()
+    assert "holds RUN_DIR's store" in r.one_line()  # and then holds files view did not write
     r = cli(capsys, "judge-eval", run, "--json", run / "config.yaml")
     assert r.one_line() == (
         f"devicerl judge-eval: error: --json {run / 'config.yaml'} exists and is not a "

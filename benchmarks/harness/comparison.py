@@ -99,10 +99,10 @@ def config_file(system: str, setup: str, family: str = "miniwob") -> Path:
 
 def system_overrides(system: str) -> list[str]:
     """Config overrides that turn a setup file into `system`."""
-    if system == "random":
-        return ["mode=eval", "algo=none", "agent.kind=uniform"]
+    if system == "random":  # a setup's saved start (agent.path) is not the uniform agent's
+        return ["mode=eval", "algo=none", "agent.kind=uniform", "agent.path=null"]
     if system == "random_clickable":
-        return ["mode=eval", "algo=none", "agent.kind=uniform_clickable"]
+        return ["mode=eval", "algo=none", "agent.kind=uniform_clickable", "agent.path=null"]
     if system == START:
         return ["mode=eval", "algo=none"]
     if system in ("filtered_bc", "digirl", *GROUP_SYSTEMS):

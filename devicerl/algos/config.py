@@ -193,6 +193,11 @@ class FilteredBCConfig:
             raise ConfigError("filtered_bc.selection: top_p_by_return is what Filtered BC is")
 
 
+#: Iterations the trainer waits for a group's last members before it drops the group whole
+#: (`devicerl.runtime.loop.task_groups`); a group must be able to arrive within them.
+GROUP_MAX_AGE = 8
+
+
 @dataclass
 class GRPOConfig:
     """The group-relative learners (GRPO, and GiGPO with `GiGPOConfig`): groups of episodes of

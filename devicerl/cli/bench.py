@@ -31,12 +31,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def benchmarks_dir(explicit: str | None = None) -> Path:
-    """Where the benchmark scripts are."""
+    """Where the benchmark scripts are: ``--dir``, else ``$DEVICERL_BENCHMARKS``, else
+    ``./benchmarks``; a folder named by the first two that is not one is refused, not passed
+    over."""
     from devicerl.errors import ConfigError
 
-    for c in (explicit, os.environ.get("DEVICERL_BENCHMARKS"), "benchmarks"):
-        if c and Path(c).is_dir():
+    env = os.environ.get("DEVICERL_BENCHMARKS")
+    for what, c in (("--dir", explicit), ("$DEVICERL_BENCHMARKS", env)):
+        if c is not None:
+            if not Path(c).is_dir():
+                raise ConfigError(f"{what} {c}: not a folder")
             return Path(c)
+    if Path("benchmarks").is_dir():
+        return Path("benchmarks")
     raise ConfigError(
         "no benchmarks folder found: run from the repository's root, pass --dir or set "
         "DEVICERL_BENCHMARKS"
@@ -47,13 +54,16 @@ def list_benchmarks(folder: Path) -> dict[str, str]:
     """Benchmark name -> first line of its docstring (read without importing it)."""
     import ast
 
+    from devicerl.errors import DataError
+    from devicerl.files import read_bytes
+
     out = {}
     for path in sorted(folder.glob("*.py")):
         if path.name.startswith("_"):
             continue
-        try:
-            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-        except SyntaxError:
+        try:  # bytes: Python's own rules for the source's encoding
+            doc = ast.get_docstring(ast.parse(read_bytes(path, 1 << 22, what="benchmark"))) or ""
+        except (SyntaxError, ValueError, DataError):  # not Python, not text, not a file
             doc = "(does not parse)"
         out[path.stem] = doc.strip().splitlines()[0] if doc.strip() else ""
     return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from devicerl.cli.common import bounded
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -18,11 +20,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "offers CPUs and rollout-group slots (resource devicerl_group). Runs until Ctrl-C.",
     )
     p.add_argument("action", choices=["up"], help="up: start the nodes and wait")
-    p.add_argument("--local", type=int, required=True, metavar="N", help="worker nodes")
-    p.add_argument("--cpus", type=float, default=1.0, help="CPUs each worker node offers")
-    p.add_argument("--groups-per-node", type=int, default=1, help="rollout groups a node hosts")
     p.add_argument(
-        "--for", dest="seconds", type=float, default=None, help="stop after this many seconds"
+        "--local", type=bounded(min=1, max=64), required=True, metavar="N", help="worker nodes"
+    )
+    p.add_argument(
+        "--cpus",
+        type=bounded(float, gt=0, max=1024),
+        default=1.0,
+        help="CPUs each worker node offers (a share of a core is fine: 0.5)",
+    )
+    p.add_argument(
+        "--groups-per-node",
+        type=bounded(min=1, max=1024),
+        default=1,
+        help="rollout groups a node hosts",
+    )
+    p.add_argument(
+        "--for",
+        dest="seconds",
+        type=bounded(float, gt=0),
+        default=None,
+        help="stop after this many seconds",
     )
     p.set_defaults(func=run)
 
@@ -31,11 +49,7 @@ def run(args: argparse.Namespace) -> int:
     import signal
     import time
 
-    from devicerl.errors import ConfigError
     from devicerl.runtime.cluster.local import GROUP_RESOURCE, LocalCluster
-
-    if args.local < 1:
-        raise ConfigError(f"--local: at least 1 worker node, got {args.local}")
 
     # Ctrl-C / SIGINT stops the cluster even when started as a background job of a script,
     # which inherits SIGINT ignored (POSIX shells do that without job control); SIGTERM too.

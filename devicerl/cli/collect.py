@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.loop.factory import make_trainer
-    from devicerl.runtime.setup.preflight import check_run_config
+    from devicerl.runtime.setup.preflight import check_run_config, run_inputs
 
     # collecting is online and learns nothing, whatever the file says (a pre-training file
     # names an offline mode and its data, which a collection has not made yet)
@@ -40,7 +40,12 @@ def run(args: argparse.Namespace) -> int:
     cfg.eval.at_end = False
     check_run_config(cfg)
     run_dir, trainer = start_new_run(
-        args, cfg, "collect", lambda r: make_trainer(cfg, r), resumable=False
+        args,
+        cfg,
+        "collect",
+        lambda r: make_trainer(cfg, r),
+        resumable=False,
+        inputs=run_inputs(cfg),
     )
     with discard_if_refused(run_dir):
         summary = trainer.run()

@@ -30,7 +30,7 @@ import sys
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
 
@@ -220,25 +220,36 @@ def start_new_run(
     build: Callable[[Any], T],
     *,
     resumable: bool = True,
+    inputs: Sequence[tuple[str, str | Path]] = (),
 ) -> tuple[Any, T]:
     """The run folder of a new run and what ``build(run_dir)`` makes (e.g. the trainer, which
     builds the agent and writes nothing), in the order that keeps a rejected run from writing:
-    the folder is checked, ``build`` runs, then the folder is created, locked and the config
-    saved. Without ``--out`` the folder is a new timestamped one under ``runs/``."""
+    the folder is checked (apart from the run's ``inputs``, `devicerl.files.check_apart`),
+    ``build`` runs, then the folder is created, locked and the config saved. Without ``--out``
+    the folder is a new timestamped one under ``runs/``."""
+    from devicerl.files import check_apart
     from devicerl.runtime.runs.folder import RunDir, reserve_run_path
 
-    run = RunDir(args.out) if args.out else RunDir(reserve_run_path(prefix))
+    if args.out is not None:
+        check_apart(args.out, [*inputs, *config_file(args)])
+    run = RunDir(args.out) if args.out is not None else RunDir(reserve_run_path(prefix))
     try:
         run.check_new(args.overwrite, resumable=resumable)
-        run.made_folder = not args.out or not run.path.exists()  # for `discard_if_refused`
+        run.made_folder = args.out is None or not run.path.exists()  # for `discard_if_refused`
         built = build(run)
         start_run(run, config, overwrite=args.overwrite, resumable=resumable)
     except BaseException:
-        if not args.out:
+        if args.out is None:
             with contextlib.suppress(OSError):
                 run.path.rmdir()  # the reserved folder, while still empty
         raise
     return run, built
+
+
+def config_file(args: argparse.Namespace) -> list[tuple[str, Path]]:
+    """``--config FILE`` as an input of the command (a shipped setup's name is none)."""
+    path = Path(args.config) if getattr(args, "config", None) else None
+    return [("--config", path)] if path is not None and path.exists() else []
 
 
 @contextlib.contextmanager
@@ -264,25 +275,31 @@ def discard_if_refused(run: Any) -> Iterator[None]:
         raise
 
 
-def bounded(**meta: Any) -> Callable[[str], int]:
-    """An argparse ``type`` for an integer flag with the config loader's bounds vocabulary
-    (``min``, ``max``, ...; 64-bit always): ``--devices 0`` is one line, as ``env.num_envs=0``
-    is."""
+def bounded(kind: type = int, **meta: Any) -> Callable[[str], Any]:
+    """An argparse ``type`` for a number flag (``kind`` int or float) with the config loader's
+    bounds vocabulary (``min``, ``gt``, ``max``, ...; 64-bit integers, finite floats always):
+    ``--devices 0`` is one line, as ``env.num_envs=0`` is."""
+    import math
+
     from devicerl.config import check_bounds
     from devicerl.errors import ConfigError
 
-    def parse(text: str) -> int:
+    what = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> Any:
         try:
-            value = int(text)
+            value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text[:40]!r}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text[:40]!r}")
         try:
             check_bounds("value", value, meta)
         except ConfigError as e:
             raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
         return value
 
-    parse.__name__ = "integer"  # argparse names the type in its error
+    parse.__name__ = "integer" if kind is int else "number"  # argparse names the type in errors
     return parse
 
 

@@ -90,8 +90,10 @@ def run(args: argparse.Namespace) -> int:
 def _check_out(path: str, overwrite: bool) -> None:
     """Refuse an existing run in --out unless --overwrite (the demo does not resume), and any
     other folder, with the run-folder rule of every verb."""
+    from devicerl.files import check_apart
     from devicerl.runtime.runs.folder import RunDir
 
+    check_apart(path, [])  # an empty --out is refused: it is not "here"
     RunDir(path).check_new(overwrite, resumable=False)
 
 

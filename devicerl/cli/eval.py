@@ -31,13 +31,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.loop.factory import make_trainer
-    from devicerl.runtime.setup.preflight import check_run_config
+    from devicerl.runtime.setup.preflight import check_run_config, run_inputs
 
     cfg = resolve_config(args)
     cfg.mode = "eval"
     check_run_config(cfg)
     run_dir, trainer = start_new_run(
-        args, cfg, "eval", lambda r: make_trainer(cfg, r), resumable=False
+        args,
+        cfg,
+        "eval",
+        lambda r: make_trainer(cfg, r),
+        resumable=False,
+        inputs=run_inputs(cfg),
     )
     with discard_if_refused(run_dir):
         summary = trainer.run()

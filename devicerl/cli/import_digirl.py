@@ -75,12 +75,15 @@ def _task_names(spec: str | None) -> dict[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     from devicerl.errors import ConfigError
+    from devicerl.files import check_apart
 
     # Positional KEY=VALUE words land in `files` too (argparse is greedy): move them.
     args.config_overrides += [f for f in args.files if "=" in f and not f.endswith(".pt")]
     files = [f for f in args.files if f not in args.config_overrides]
     cfg = resolve_config(args)
     out = Path(args.out)
+    inputs = [("FILE.pt", f) for f in files]
+    check_apart(args.out, inputs + ([("image_root", cfg.image_root)] if cfg.image_root else []))
     check_import_folder(out)  # before any work
     if cfg.image_root and not Path(cfg.image_root).is_dir():
         raise ConfigError(f"image_root: {cfg.image_root} is not a folder")

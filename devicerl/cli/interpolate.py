@@ -28,7 +28,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from devicerl.agents.interpolation import interpolate_agents
+    from devicerl.files import check_apart
 
+    check_apart(args.out, [("START", args.start), ("TRAINED", args.trained)])
     out = interpolate_agents(Path(args.start), Path(args.trained), args.alpha, Path(args.out))
     print(f"saved {out} (alpha {args.alpha:g})")
     return 0

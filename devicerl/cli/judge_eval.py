@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
     from devicerl.data.store import TrajectoryStore
     from devicerl.errors import DataError
-    from devicerl.files import write_json
+    from devicerl.files import check_apart, write_json
     from devicerl.judges import make_judge
     from devicerl.judges.evaluate import JudgeReport, evaluate_judge
     from devicerl.records import Trajectory
@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
     from devicerl.runtime.runs.progress import RateProgress
 
     config = resolve_config(args)
-    if args.json:
+    if args.json is not None:
         check_json_output(Path(args.json))  # before judging: the work is not lost to a bad path
+        check_apart(args.json, [("RUN_OR_DATA", args.data)], what="--json")
     store = TrajectoryStore(find_store(args.data), skip_bad=True)  # one bad shard costs its own
     if not store.shards():
         raise DataError(f"{args.data}: no stored episodes (not a run or trajectory store folder)")
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"judge-eval: skipped bad shard {path.name}: {reason}", file=sys.stderr)
     if not report.n:
         print(f"judge-eval: no episode in {args.data} has ground truth", file=sys.stderr)
-    if args.json:
+    if args.json is not None:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         skipped = {p.name: reason for p, reason in store.bad_shards.items()}
         write_json(args.json, {**report.to_dict(), "skipped_shards": skipped})  # scrubbed

@@ -47,7 +47,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from devicerl import tasks
+    from devicerl.errors import ConfigError
 
+    given = [
+        f for f, on in (("--agent", args.agent != "small"), ("--agent-set", args.agent_set)) if on
+    ]
+    if given and not args.reach:
+        raise ConfigError(f"{given[0]} applies with --reach only (devicerl tasks --reach SPEC)")
+    if args.count and args.reach:
+        raise ConfigError("--count and --reach: choose one (--reach prints a table per task)")
+    if args.spec is None and (args.reach or args.count):
+        raise ConfigError(f"{'--reach' if args.reach else '--count'} needs a task SPEC")
     if args.spec is None:
         print("suites:")
         for name in tasks.suites():

@@ -69,7 +69,7 @@ def _train(args: argparse.Namespace, launch) -> int:
     from devicerl.errors import ConfigError
     from devicerl.runtime.runs.folder import RunDir
     from devicerl.runtime.setup.config import TrainConfig
-    from devicerl.runtime.setup.preflight import check_run_config
+    from devicerl.runtime.setup.preflight import check_run_config, run_inputs
 
     # Order matters: everything is validated before the first byte is written.
     if args.resume:
@@ -99,7 +99,7 @@ def _train(args: argparse.Namespace, launch) -> int:
 
         prefix = f"{cfg.mode}-{'league' if cfg.policies else cfg.algo}"
         run_dir, trainer = start_new_run(
-            args, cfg, prefix, lambda r: make_trainer(cfg, r, launch=launch)
+            args, cfg, prefix, lambda r: make_trainer(cfg, r, launch=launch), inputs=run_inputs(cfg)
         )
     if args.resume:
         summary = trainer.run()

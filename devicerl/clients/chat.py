@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from devicerl.errors import AuthError, ConfigError, DeviceRLError
-from devicerl.secrets import register, scrub
+from devicerl.secrets import is_env_name, register, scrub
 
 if TYPE_CHECKING:  # httpx and numpy load when used, so `devicerl --help` stays fast
     import httpx
@@ -65,8 +65,13 @@ class ChatConfig:
     )
     model: str = field(default="", metadata={"help": "model name sent with each request"})
     api_key_env: str = field(
-        default="OPENAI_API_KEY",
-        metadata={"help": "name of the environment variable that holds the API key"},
+        default="",
+        metadata={
+            "help": "name of the environment variable that holds the API key, e.g. "
+            "OPENAI_API_KEY (empty: the endpoint takes no key); no request is sent while it "
+            "is unset",
+            "form": "env_name",
+        },
     )
     timeout_s: float = field(
         default=60.0, metadata={"help": "per-request timeout (seconds)", "gt": 0}
@@ -81,6 +86,8 @@ class ChatConfig:
     def validate(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"chat.base_url={self.base_url}: must start with http:// or https://")
+        if self.api_key_env and not is_env_name(self.api_key_env):  # never show what was typed
+            raise ConfigError("chat.api_key_env: must name an environment variable, not hold a key")
         if self.max_concurrency < 1 or self.timeout_s <= 0:
             raise ConfigError("max_concurrency >= 1 and timeout_s > 0 required")
         if self.requests_per_minute is not None and self.requests_per_minute <= 0:
@@ -211,6 +218,14 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "text", "text": text}
 
 
+def unset_key_message(var: str) -> str:
+    """The one line for a key variable that is unset (nothing is sent without it)."""
+    return (
+        f"${var} is not set (chat.api_key_env names it): no request sent; set it, or set "
+        "api_key_env to '' for an endpoint that takes no key"
+    )
+
+
 class ChatClient:
     """Thread-safe chat-completions client with concurrency cap, rate limit and retries.
 
@@ -257,9 +272,14 @@ class ChatClient:
         return f"ChatClient(base_url={self.config.base_url!r}, model={self.config.model!r})"
 
     def _headers(self) -> dict[str, str]:
+        """The request's headers: the key of ``api_key_env`` (none when it names nothing); a
+        named variable that is unset is a `ChatAuthError` before anything is sent."""
         headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.config.api_key_env, "")
-        if key:
+        var = self.config.api_key_env
+        if var:
+            key = os.environ.get(var, "")
+            if not key:
+                raise ChatAuthError(unset_key_message(var), None, 0)
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
@@ -281,6 +301,7 @@ class ChatClient:
         }
         body.update(params)
         url = self.config.base_url.rstrip("/") + "/chat/completions"
+        headers = self._headers()
         last = "no attempt made"
         status: int | None = None
         t0 = time.perf_counter()
@@ -304,7 +325,7 @@ class ChatClient:
                     self.stats.requests += 1
                     self.stats.started_at.append(time.monotonic())
                 try:
-                    resp = self._http.post(url, json=body, headers=self._headers(), timeout=timeout)
+                    resp = self._http.post(url, json=body, headers=headers, timeout=timeout)
                     status = resp.status_code
                 except httpx.TimeoutException:
                     status, last = None, f"timed out after {timeout:.3g}s"
@@ -348,9 +369,9 @@ class ChatClient:
 
     def _auth_message(self, url: str, status: int) -> str:
         var = self.config.api_key_env
-        state = "is set" if os.environ.get(var) else "is not set"
         what = "unauthorized" if status == 401 else "forbidden"
-        return f"{url} answered HTTP {status} ({what}): check the API key in ${var} ({state})"
+        fix = f"check the API key in ${var}" if var else "name the key's variable in api_key_env"
+        return f"{url} answered HTTP {status} ({what}): {fix}"
 
     @staticmethod
     def _reply(data: dict[str, Any], attempts: int, latency: float) -> ChatReply:

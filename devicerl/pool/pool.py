@@ -107,9 +107,12 @@ def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec | str], num_envs: int | N
 def make_backend(kind: str, **options: Any) -> WorkerBackend:
     """``serial``, ``subprocess`` or ``ray``, with backend options (Ray is imported lazily)."""
     if kind == "serial":
-        if options:
-            raise ConfigError(f"serial workers take no options, got {sorted(options)}")
-        return SerialBackend()
+        extra = set(options) - {"step_timeout", "reset_timeout"}
+        if extra:
+            raise ConfigError(
+                f"serial workers take no options but the timeouts, got {sorted(extra)}"
+            )
+        return SerialBackend(**options)
     if kind == "subprocess":
         return SubprocessBackend(**options)
     if kind == "ray":
@@ -151,6 +154,9 @@ class EnvPool:
         options = dict(worker_options or {})
         if worker == "subprocess":
             options.setdefault("heartbeat_interval_s", config.heartbeat_interval_s)
+        if worker == "serial":  # it times its commands itself (they run one after another)
+            options.setdefault("step_timeout", config.step_timeout)
+            options.setdefault("reset_timeout", config.reset_timeout)
         self.config = config
         self.worker_kind = worker
         self.backend = make_backend(worker, **options)

@@ -217,8 +217,9 @@ _RESET_JS = """(async () => {
 
 _STATUS_JS = """(() => {
   const task = window.devicerl || {fields: {}, seed: 0};
-  const check = (source) => {
+  const check = (source, name) => {
     if (!source) return false;
+    window.__drlCheck = name;
     try {
       const answer = window.__drl ? window.__drl.answer : null;
       return !!(new Function("fields", "seed", "answer", "return (" + source + ");"))(
@@ -227,7 +228,7 @@ _STATUS_JS = """(() => {
       return {error: String(e)};
     }
   };
-  return [check(%(success)s), check(%(failure)s)];
+  return [check(%(success)s, "success"), check(%(failure)s, "failure")];
 })()"""
 
 

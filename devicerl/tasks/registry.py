@@ -103,7 +103,11 @@ def resolve(spec: str | Sequence[str]) -> list[Task]:
     for s in specs:
         if s.strip():
             for t in _resolve_one(s):
-                seen.setdefault(t.name, t)
+                if seen.setdefault(t.name, t) != t:  # the same name, another task
+                    raise TaskError(
+                        f"task {t.name} is named twice with different definitions (in {s.strip()}"
+                        " and before it): rename one, a run cannot tell them apart"
+                    )
     if not seen:
         raise TaskError(f"task spec {spec!r} names no task")
     return list(seen.values())

@@ -220,9 +220,18 @@ DOM_SCRIPT = r"""
 _CLICKABLE, _FOCUSED, _EDITABLE = 1, 2, 4
 
 
+#: The page variable that names the task's check while it runs (``status``, or the check's own
+#: name where a suite sets it): a check stopped at its time limit is named from it.
+CHECK_MARK = "window.__drlCheck"
+
+
 def observe_expression(opts_json: str, status_js: str = "null") -> str:
-    """The JS expression of one observation: elements plus the task's status value."""
-    return f"window.__drl.observe({opts_json}, ({status_js}))"
+    """The JS expression of one observation: elements plus the task's status value (computed
+    first, under `CHECK_MARK`)."""
+    return (
+        f"(() => {{ {CHECK_MARK} = 'status'; const status = ({status_js}); {CHECK_MARK} = ''; "
+        f"return window.__drl.observe({opts_json}, status); }})()"
+    )
 
 
 def parse_elements(records: list[list[Any]]) -> list[UIElement]:

@@ -38,7 +38,7 @@ from PIL import Image
 
 from devicerl.actions import Action, ActionType
 from devicerl.envs.base import DeviceEnv, TaskStatus, performed
-from devicerl.envs.browser.dom import DOM_SCRIPT, observe_expression, parse_elements
+from devicerl.envs.browser.dom import CHECK_MARK, DOM_SCRIPT, observe_expression, parse_elements
 from devicerl.envs.browser.gestures import hold
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
@@ -51,7 +51,7 @@ from devicerl.envs.browser.websuite import (
     make_web_suite,
     parse_viewport,
 )
-from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout
+from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout, TaskError
 from devicerl.records import Observation, Task
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ T = TypeVar("T")
 
 #: With ``settle_ms``, how often a step looks again whether the page's animations have ended.
 SETTLE_GAP_MS = 20
+#: The longest a task's page-side check (with the element scan) may run per observation, or
+#: half the step timeout when that is shorter: past it the page's script is stopped.
+CHECK_TIMEOUT_S = 5.0
 
 #: Resolves after the next rendered frame (style and layout done).
 _NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(true), 0)))"
@@ -301,10 +304,11 @@ class BrowserEnv(DeviceEnv):
         expr = self._observe_js
         if answer is not None:  # given to the page in the same call: a navigation forgets it
             expr = f"(window.__drl.answer = {json.dumps(answer)}, {expr})"
-        value = await self._evaluate(expr)
+        limit = min(CHECK_TIMEOUT_S, self.step_timeout_s / 2)
+        value = await self._evaluate(expr, limit_s=limit)
         if self._navigating or value.get("ready") != "complete":
             await self._wait_for_load()  # an action started a navigation: observe the new page
-            value = await self._evaluate(expr)
+            value = await self._evaluate(expr, limit_s=limit)
         shot = await self._capture() if self.screenshot else None
         return value, shot
 
@@ -418,14 +422,21 @@ class BrowserEnv(DeviceEnv):
         self._setup = setup
         self._screen = setup.screen or (0, 0, vw, vh)
 
-    async def _evaluate(self, expression: str, await_promise: bool = False) -> Any:
+    async def _evaluate(
+        self, expression: str, await_promise: bool = False, limit_s: float | None = None
+    ) -> Any:
         """One CDP Runtime.evaluate (cheaper than page.evaluate), retried when a navigation
-        replaced the document under it."""
+        replaced the document under it; with ``limit_s``, the page's script is stopped after
+        that long (a task's check that never returns is a `TaskError` naming it)."""
         params = {"expression": expression, "returnByValue": True, "awaitPromise": await_promise}
+        if limit_s is not None:
+            params["timeout"] = round(limit_s * 1000)
         for attempt in range(3):
             try:
                 reply = await self._cdp.send("Runtime.evaluate", params)
             except Exception as e:
+                if limit_s is not None and "Execution was terminated" in str(e):
+                    raise await self._stopped(limit_s) from None
                 if attempt < 2 and "context" in str(e).lower() and self._chromium.alive():
                     await self._page.wait_for_load_state("load", timeout=self._ms())
                     continue
@@ -439,6 +450,19 @@ class BrowserEnv(DeviceEnv):
                 continue
             raise DeviceError(f"{self.name}: page script failed: {text.splitlines()[0]}")
         raise DeviceError(f"{self.name}: the page kept navigating away during evaluation")
+
+    async def _stopped(self, limit_s: float) -> DeviceError | TaskError:
+        """The error for an observation the page's script did not finish within ``limit_s``:
+        the task's check that was running, or the page itself."""
+        which = await self._evaluate(f"{CHECK_MARK} || ''")
+        if not which or self.task is None:
+            return DeviceError(f"{self.name}: the page's script ran past {limit_s:g} s: stopped")
+        source = str(self.task.params.get(which) or self.task.params.get("success_js") or "")
+        shown = f" ({source[:60]}{'...' if len(source) > 60 else ''})" if source else ""
+        return TaskError(
+            f"task {self.task.name}: its {which} check{shown} did not return within "
+            f"{limit_s:g} s and was stopped"
+        )
 
     async def _capture(self) -> str:
         x, y, w, h = self._screen
@@ -502,7 +526,7 @@ class BrowserEnv(DeviceEnv):
         except concurrent.futures.TimeoutError:
             self._give_up(f"{what} took longer than {timeout_s:g} s")
             raise DeviceTimeout(f"{self.name}: {self._broken}; its page was closed") from None
-        except (DeviceError, ConfigError):
+        except (DeviceError, ConfigError, TaskError):
             raise
         except Exception as e:
             raise self._typed_error(what, e) from e

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from devicerl.algos.config import GROUP_MAX_AGE as MAX_AGE
 from devicerl.records import Trajectory
-
-#: Iterations a group may wait for its last members before it is dropped whole.
-MAX_AGE = 8
 
 
 @dataclass

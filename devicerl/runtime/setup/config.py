@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from devicerl.agents.config import upgrade_saved_agent
 from devicerl.agents.factory import AgentSpec
 from devicerl.algos.config import (
     ActorConfig,
@@ -20,7 +19,6 @@ from devicerl.algos.config import (
     GiGPOConfig,
     GRPOConfig,
 )
-from devicerl.config import drop_retired, saved_section
 from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
@@ -307,36 +305,10 @@ class TrainConfig:
     @classmethod
     def upgrade_saved(cls, data: Mapping[str, Any]) -> dict[str, Any]:
         """A run config saved by an older version (``RUN/config.yaml``, read to resume) in
-        today's layout: merged options become their successors, removed ones are dropped
-        (`RETIRED`; a saved value other than the one now used is logged). Anything else,
-        unknown keys included, is left for the loader to check."""
-        out = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data.items()}
-        drop_retired(out, RETIRED)
-        logging_ = saved_section(out, "logging")
-        if logging_ is not None and "wandb" in logging_ and not logging_.pop("wandb"):
-            logging_["wandb_project"] = None  # W&B was off: a project name now turns it on
-        critic = saved_section(out, "critic")
-        if critic is not None and {"instruction_updates", "step_updates"} & set(critic):
-            counts = [critic.pop(k) for k in ("instruction_updates", "step_updates") if k in critic]
-            critic.setdefault("updates", max(counts))
-        rollouts = saved_section(out, "rollouts")
-        if rollouts is not None:
-            resources = dict(rollouts.get("resources") or {})
-            for key, name, default in (("num_cpus", "CPU", 1.0), ("num_gpus", "GPU", 0.0)):
-                if key in rollouts and (amount := rollouts.pop(key)) != default:
-                    resources[name] = amount
-            rollouts["resources"] = resources
-        league = saved_section(out, "league")
-        if league is not None and league.get("learner_shards"):
-            out.setdefault("learner", {})["num_workers"] = max(1, int(league["learner_shards"]))
-        if league is not None:
-            league.pop("learner_shards", None)
-        if isinstance(out.get("agent"), Mapping):
-            out["agent"] = upgrade_saved_agent(out["agent"])
-        for name, spec in (out.get("policies") or {}).items():
-            if isinstance(spec, Mapping) and isinstance(spec.get("agent"), Mapping):
-                out["policies"][name] = {**spec, "agent": upgrade_saved_agent(spec["agent"])}
-        return out
+        today's layout (`devicerl.runtime.setup.saved`)."""
+        from devicerl.runtime.setup.saved import upgrade_run_config
+
+        return upgrade_run_config(data)
 
     @property
     def group_size(self) -> int | None:
@@ -346,17 +318,3 @@ class TrainConfig:
     @property
     def eval_tasks(self) -> str:
         return self.tasks.eval or self.tasks.train
-
-
-#: Options older versions saved that are gone, with the value the code now uses.
-RETIRED: dict[str, Any] = {
-    "torch_threads": 1,
-    "max_policy_lag": None,
-    "gigpo.step_weight": 1.0,
-    "rollouts.ledger": "",
-    "judge.on_unknown": "drop",
-    "judge.vlm.last_k": 3,
-    "judge.chat.max_retries": 4,
-    "agent.api.chat.max_retries": 4,
-    "agent.api.include_screenshot": True,
-}
