@@ -109,7 +109,9 @@ def test_vlm_judge_lists_the_actions_in_its_models_own_language(tmp_path) -> Non
     step = traj.steps[0]
     assert step.action.is_tap
     with ScriptedChatServer(lambda b: verdict_text(True, "done")) as srv:
-        judge = VLMJudge(chat_config(srv.base_url), VLMJudgeConfig(), codec=MobileUse())
+        cache = str(tmp_path / "cache.sqlite")  # never a verdict cached by an earlier run
+        judge = VLMJudge(chat_config(srv.base_url), VLMJudgeConfig(cache_path=cache),
+                         codec=MobileUse())  # fmt: skip
         judge.judge_step(traj, 0)
         text = srv.requests[0].body["messages"][-1]["content"][0]["text"]
         judge.close()
