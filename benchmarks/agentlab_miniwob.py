@@ -76,7 +76,7 @@ RANDOM = "random"
 #: --quick: one train and one test task of AgentLab's split.
 QUICK = ("browsergym/miniwob.click-test-2", "browsergym/miniwob.click-test")
 #: The device: BrowserGym's (its environment from the cache), AgentLab's step budget.
-DEVICE = ("env.name=browsergym", "env.kwargs={}", "tasks.max_steps=10", "eval.at_end=false")
+DEVICE = ("env.name=browsergym", "env.options={}", "tasks.max_steps=10", "eval.at_end=false")
 
 
 def _parse() -> argparse.Namespace:
@@ -101,7 +101,7 @@ def _heads(args: argparse.Namespace) -> list[str]:
     """The reach heads (none for a saved agent: it brings its own); no browser-device option."""
     if any(o.startswith("agent.path=") for o in args.overrides):
         return []
-    return [h for h in HEADS if not h.startswith("env.kwargs.")]
+    return [h for h in HEADS if not h.startswith("env.options.")]
 
 
 def _config(args: argparse.Namespace, system: str, train: list[str]) -> Any:

@@ -95,7 +95,7 @@ def fleet_config(args: argparse.Namespace) -> TrainConfig:
             "env.name=synthetic/steps",
             "env.worker=subprocess",
             f"env.num_envs={args.devices}",
-            f"env.kwargs={profile}",
+            f"env.options={profile}",
             "tasks.train=synthetic/steps",
             f"trajectories_per_iter={args.devices * NODES}",
             f"rollouts.groups={NODES}",
@@ -177,10 +177,10 @@ class BarrierHost:
     """One host of DigiRL's multi-machine rhythm: its devices play a batch in lockstep."""
 
     def __init__(self, devices: int, profile: dict[str, Any], seed: int) -> None:
-        from devicerl.envs.synthetic import SyntheticEnv
+        from devicerl.envs import make
         from devicerl.tasks import Task, TaskSampler
 
-        self.envs = [SyntheticEnv(**profile) for _ in range(devices)]
+        self.envs = [make("synthetic", **profile) for _ in range(devices)]
         self.sampler = TaskSampler([Task("synthetic/steps")], seed=seed)
         self.threads = ThreadPoolExecutor(max_workers=devices)
 

@@ -24,7 +24,7 @@ INPUTS = [
     "agent.small.allowed_types=[DUAL_POINT]",
     "tasks.max_steps=null",
     "judge.vlm.cache_path=",
-    "env.kwargs={n_boxes: 3}",
+    "env.options={n_boxes: 3}",
     "seed=${env.num_envs}",
 ]
 

@@ -9,6 +9,11 @@ collection through the pool and the collector with the agent (weights fixed), an
   weights);
 - ``train``: the setup trained online (`devicerl.runtime.loop.trainer.Trainer`), collection
   overlapping the learner;
+- ``eval``: `devicerl eval` of the setup's agent (weights fixed, greedy) on the same devices: the
+  trainer in eval mode in a fresh run folder, ``--eval-episodes`` seeds of each of the suite's
+  tasks in order, timed from the start of the run to its end (devices started, pages opened,
+  episodes stored, as a user waits for it), with the same time shares plus ``start`` (until
+  the first episode began);
 - ``learner``: the setup's learner alone (offline, no devices) on the episodes the training part
   stored: its seconds per iteration, and the episodes/s it could consume, the most training can
   reach however well acting and learning overlap.
@@ -17,12 +22,15 @@ Each part first warms up (every device opens every task's page once), then is me
 ``--seconds``. For collection and training the time of each part of the loop is reported as a
 share of the devices' (or the wall's) time: device step, reset, inference, learner, the rest
 (transport, featurization outside the agent, the collector's own work). Goals (issue): collect /
-raw >= 0.5 and train / collect >= 0.8 in episodes/s, for the DOM agent and with pixels.
+raw >= 0.5 and train / collect >= 0.8 in episodes/s, for the DOM agent and with pixels, and
+eval / raw at least collect / raw.
 
     python benchmarks/loop_throughput.py --devices 3 --seconds 60 [--pixels]
 
 The last line is ``RESULT collect_vs_raw=X train_vs_collect=Y pixels=P`` (episodes/s ratios);
-the line before it, ``learner_vs_collect``, the learner's own rate over collection's.
+the lines before it, ``learner_vs_collect`` (the learner's own rate over collection's) and
+``eval_vs_raw`` / ``eval_vs_collect`` (the evaluation's rate over the raw devices' and
+collection's), when those parts ran.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import argparse
 import json
 import random
 import shutil
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -39,6 +48,7 @@ from typing import Any
 
 from devicerl.actions import Action
 from devicerl.config import config_source, load_config
+from devicerl.data.store import TrajectoryStore
 from devicerl.envs import make
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
@@ -53,7 +63,7 @@ from devicerl.tasks import TaskSampler, resolve
 SUITE = "miniwob-dev"
 SETUP = "miniwob-digirl-tuned"
 #: What ``--pixels`` changes: screenshots, and the agent's pixel features.
-PIXELS = ("env.kwargs.screenshot=true", "agent.small.inputs=[pixels]")
+PIXELS = ("env.options.screenshot=true", "agent.small.inputs=[pixels]")
 
 
 def setup_config(args: argparse.Namespace, folder: Path | None = None) -> TrainConfig:
@@ -77,7 +87,7 @@ def raw(cfg: TrainConfig, seconds: float) -> dict[str, float]:
     ready, go, stop = threading.Barrier(cfg.env.num_envs + 1), threading.Event(), threading.Event()
 
     def device(i: int) -> None:
-        env = make(cfg.env.name, **cfg.env.kwargs)
+        env = make(cfg.env.name, cfg.env.options)
         rng = random.Random(i)
         try:
             for t in tasks:  # warm-up: every task's page opened once
@@ -149,6 +159,40 @@ def collect(cfg: TrainConfig, seconds: float) -> dict[str, float]:
         }
 
 
+# -- evaluation ----------------------------------------------------------------------------------
+def evaluate(cfg: TrainConfig, episodes_per_task: int, folder: Path) -> dict[str, float]:
+    """`devicerl eval` of the setup's agent: the whole evaluation timed, its shares from the
+    episodes it stored (each step's device and agent time, each episode's reset)."""
+    set_torch_threads()
+    n_tasks = len(resolve(SUITE))
+    cfg = replace(
+        cfg,
+        mode="eval",
+        tasks=replace(cfg.tasks, eval=SUITE),
+        eval=replace(cfg.eval, n_tasks=n_tasks, episodes_per_task=episodes_per_task),
+    )
+    run = RunDir(folder)
+    run.create().save_config(cfg)
+    trainer = make_trainer(cfg, run)  # the agent is built before the clock starts, as for collect
+    t0, wall0 = time.perf_counter(), time.time()
+    trainer.run()
+    dt = time.perf_counter() - t0
+    got = TrajectoryStore(run.trajectories).read_all(screenshots=False)
+    if len(got) != n_tasks * episodes_per_task:
+        raise SystemExit(f"evaluation stored {len(got)} of {n_tasks * episodes_per_task} episodes")
+    steps = [s for t in got for s in t.steps]
+    n = cfg.env.num_envs
+    return {
+        "steps_per_s": len(steps) / dt,
+        "episodes_per_s": len(got) / dt,
+        "seconds": dt,
+        "share/start": (min(t.started_at for t in got) - wall0) / dt,
+        "share/device_step": sum(s.device_time_s for s in steps) / (n * dt),
+        "share/reset": sum(t.reset_time_s for t in got) / (n * dt),
+        "share/inference": sum(s.agent_time_s for s in steps) / dt,
+    }
+
+
 # -- training ------------------------------------------------------------------------------------
 class _Clock(TrainerObserver):
     """Env steps, episodes and learner time at every iteration, timed."""
@@ -212,14 +256,20 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0, help="measured window of each part")
     ap.add_argument("--warmup", type=float, default=60.0, help="training: seconds not measured")
     ap.add_argument("--pixels", action="store_true", help="screenshots and the pixel agent")
-    ap.add_argument("--parts", nargs="+", default=["raw", "collect", "train", "learner"])
+    ap.add_argument("--parts", nargs="+", default=["raw", "collect", "eval", "train", "learner"])
+    ap.add_argument("--eval-episodes", type=int, default=50, help="eval: seeds of each task")
     ap.add_argument("--iterations", type=int, default=8, help="learner: timed iterations")
     ap.add_argument("--out", default="runs/loop-throughput", help="the training run's folder")
     ap.add_argument("--json", help="write the numbers here")
     ap.add_argument("overrides", nargs="*", help="extra KEY=VALUE config overrides")
     args = ap.parse_args()
     cfg = setup_config(args)
-    out: dict[str, Any] = {"devices": args.devices, "pixels": args.pixels, "seconds": args.seconds}
+    out: dict[str, Any] = {
+        "command": " ".join(["python", *sys.argv]),
+        "devices": args.devices,
+        "pixels": args.pixels,
+        "seconds": args.seconds,
+    }
     if "raw" in args.parts:
         out["raw"] = raw(cfg, args.seconds)
         print("raw     ", json.dumps(out["raw"]), flush=True)
@@ -227,6 +277,11 @@ def main() -> None:
         out["collect"] = collect(cfg, args.seconds)
         print("collect ", json.dumps(out["collect"]), flush=True)
     folder = Path(args.out) / ("pixels" if args.pixels else "dom")  # the training run
+    if "eval" in args.parts:
+        evaluated = folder.with_name(folder.name + "-eval")
+        shutil.rmtree(evaluated, ignore_errors=True)
+        out["eval"] = evaluate(cfg, args.eval_episodes, evaluated)
+        print("eval    ", json.dumps(out["eval"]), flush=True)
     if "train" in args.parts:
         shutil.rmtree(folder, ignore_errors=True)
         out["train"] = train(replace(cfg), args.seconds, args.warmup, folder)
@@ -237,6 +292,12 @@ def main() -> None:
         out["learner"] = learner(cfg, folder, args.iterations, alone)
         print("learner ", json.dumps(out["learner"]), flush=True)
     out["provenance"] = provenance()
+    if "eval" in out:
+        for base in ("raw", "collect"):
+            if base in out:
+                ratio = out["eval"]["episodes_per_s"] / out[base]["episodes_per_s"]
+                out[f"eval_vs_{base}"] = ratio
+                print(f"eval_vs_{base}={ratio:.2f}")
     if all(k in out for k in ("raw", "collect", "train")):
         cv = out["collect"]["episodes_per_s"] / out["raw"]["episodes_per_s"]
         tc = out["train"]["episodes_per_s"] / out["collect"]["episodes_per_s"]

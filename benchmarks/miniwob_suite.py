@@ -84,7 +84,7 @@ HEADS: tuple[str, ...] = (
     # element's text; free_text: the character decoder with copy (computed text)
     "agent.small.heads=[points,page_text,free_text]",
     "agent.small.inputs=[pixels]",  # per-element and per-cell CNN features
-    "env.kwargs.screenshot=true",  # ... which read the screenshot
+    "env.options.screenshot=true",  # ... which read the screenshot
     "agent.small.allowed_types=[DUAL_POINT,TYPE,PRESS_ENTER]",  # Enter (terminal)
 )
 #: With ``agent.init_from``: the pretrained setup names a saved agent (``agent.path``), which

@@ -29,7 +29,7 @@ from devicerl.runtime.setup.config import TrainConfig
 BASE = [
     "env.name=synthetic",
     "env.num_envs=4",
-    "env.kwargs={step_latency: 'uniform:0.02,0.06', reset_latency: 0.05}",
+    "env.options={step_latency: 'uniform:0.02,0.06', reset_latency: 0.05}",
     "tasks.train=synthetic/tap",
     "trajectories_per_iter=16",
     "eval.n_tasks=1",

@@ -23,13 +23,15 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pool_throughput import device_kwargs, ideal_rate, run_pool, write_report
+from pool_throughput import DEVICE, device_options, ideal_rate, run_pool, write_report
 
 from devicerl.envs import EnvSpec
+from devicerl.envs.synthetic import Faults
 from devicerl.pool import EnvPool, SupervisorConfig
 
 
@@ -74,7 +76,7 @@ def main(argv=None) -> int:
 
     def specs(faults: dict | None) -> list[EnvSpec]:
         return [
-            EnvSpec("synthetic", {**device_kwargs("uniform", i), "faults": faults or {}})
+            EnvSpec(DEVICE, replace(device_options("uniform", i), faults=Faults(**(faults or {}))))
             for i in range(args.n)
         ]
 

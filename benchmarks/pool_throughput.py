@@ -40,7 +40,7 @@ import numpy as np
 
 from devicerl.actions import AITW_TYPES, Action, ActionType
 from devicerl.envs import EnvSpec
-from devicerl.envs.synthetic import Latency, SyntheticEnv
+from devicerl.envs.synthetic import Latency, SyntheticEnv, SyntheticOptions
 from devicerl.pool import EnvPool, Ready, SupervisorConfig
 from devicerl.records import Observation
 from devicerl.tasks import Task, TaskSampler
@@ -63,18 +63,18 @@ PROFILES: dict[str, dict[str, Latency]] = {
 ACTION = Action.tap(0.5, 0.5)
 
 
-def device_kwargs(profile: str, i: int, screen: tuple[int, int] | None = None) -> dict[str, Any]:
+#: The device every system runs: the synthetic suite's ``steps`` task.
+DEVICE = "synthetic/steps"
+
+
+def device_options(profile: str, i: int, screen: tuple[int, int] | None = None) -> SyntheticOptions:
     """The same device (latencies seeded by its index) for every system. Without ``screen``
     it renders no pixels: a real device spends its time elsewhere (a phone, an emulator), so
     the host CPU should go to the systems compared, not to drawing synthetic screens."""
-    lat = PROFILES.get(profile, {})
-    return {
-        "task": "synthetic/steps",
-        "screen": screen or (32, 32),
-        "render": screen is not None,
-        "seed": 1000 + i,
-        **lat,
-    }
+    latencies = PROFILES.get(profile, {})
+    return SyntheticOptions(
+        screen=screen or (32, 32), render=screen is not None, seed=1000 + i, **latencies
+    )
 
 
 def ideal_rate(profile: str, n: int) -> float:
@@ -187,13 +187,13 @@ def run_pool(
 
 
 def bench_pool(profile: str, n: int, duration: float, warmup: float, screen=None) -> dict:
-    specs = [EnvSpec("synthetic", device_kwargs(profile, i, screen)) for i in range(n)]
+    specs = [EnvSpec(DEVICE, device_options(profile, i, screen)) for i in range(n)]
     return run_pool(specs, duration, warmup)
 
 
 # -- (b) DigiRL-style lockstep batches --------------------------------------------------------
 def bench_lockstep(profile: str, n: int, duration: float) -> dict:
-    envs = [SyntheticEnv(**device_kwargs(profile, i)) for i in range(n)]
+    envs = [SyntheticEnv(DEVICE, device_options(profile, i)) for i in range(n)]
     sampler = TaskSampler(TASKS, seed=0)
     steps, batches = 0, 0
     with ThreadPoolExecutor(max_workers=n) as threads:
@@ -227,11 +227,11 @@ class LeanGymDeviceEnv(GymDeviceEnv):
 class _GymFactory:
     """Picklable env factory for AsyncVectorEnv workers."""
 
-    def __init__(self, kwargs: dict[str, Any]) -> None:
-        self.kwargs = kwargs
+    def __init__(self, options: SyntheticOptions) -> None:
+        self.options = options
 
     def __call__(self) -> GymDeviceEnv:
-        return LeanGymDeviceEnv(SyntheticEnv(**self.kwargs), TASKS)
+        return LeanGymDeviceEnv(SyntheticEnv(DEVICE, self.options), TASKS)
 
 
 class GymDriver:
@@ -240,7 +240,7 @@ class GymDriver:
     def __init__(self, profile: str, n: int, mode: str, screen=None) -> None:
         from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 
-        fns = [_GymFactory(device_kwargs(profile, i, screen)) for i in range(n)]
+        fns = [_GymFactory(device_options(profile, i, screen)) for i in range(n)]
         self.n, self.mode = n, mode
         self.venv = AsyncVectorEnv(fns, shared_memory=True, autoreset_mode=AutoresetMode(mode))
         kind = AITW_TYPES.index(ActionType.DUAL_POINT)
@@ -317,7 +317,7 @@ def transport(n: int, args: argparse.Namespace) -> dict:
     """Frames/s of the pool vs gymnasium (both autoreset modes), all alive at once and measured
     in alternating windows, so machine load changes hit every system alike."""
     screen = (540, 1170)
-    specs = [EnvSpec("synthetic", device_kwargs("zero", i, screen)) for i in range(n)]
+    specs = [EnvSpec(DEVICE, device_options("zero", i, screen)) for i in range(n)]
     drivers: dict[str, Any] = {"pool": PoolDriver(specs)}
     try:
         for mode in args.gym_modes:

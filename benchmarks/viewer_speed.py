@@ -1,11 +1,14 @@
-"""`devicerl view` on a 304-episode run: today's viewer against the one of commit ca447b5.
+"""`devicerl view` of a large run: today's viewer against the one of an older commit.
 
-Builds a run like the probe's (304 episodes of 1-10 steps with 270x585 screenshots on the
-synthetic device, a metrics.jsonl with learning curves), then renders it with both viewers, each
-in its own process (`devicerl view`, imports included), alternating, and prints the times and
-the ratio. The old viewer runs from a git worktree of the commit (`--old-commit`).
+Builds a run (``--episodes`` episodes of 1-10 steps with 270x585 screenshots on the synthetic
+device, one shard each as a training run writes them, and a metrics.jsonl with learning
+curves), then renders it with both viewers, each in its own process (`devicerl view`, imports
+included), alternating, once per ``--show`` value (``max_episodes``: the newest N; 0: all),
+and prints the wall and CPU times, the peak memory of each process and the ratios. The old
+viewer runs from a git worktree of the commit (`--old-commit`). Goals: the newest 200 of 3,000
+in under 10 s, all 3,000 in under 30 s, memory bounded.
 
-    python benchmarks/viewer_speed.py [--episodes 304] [--repeats 2] [--json PATH]
+    python benchmarks/viewer_speed.py [--episodes 3000] [--show 200 0] [--repeats 1] [--json PATH]
 """
 
 from __future__ import annotations
@@ -13,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -48,26 +50,29 @@ def build_run(path: Path, episodes: int) -> None:
             )
 
 
-def view(pythonpath: Path, run: Path, out: Path) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the process: user + system) of one `devicerl view`."""
+def view(pythonpath: Path, run: Path, out: Path, show: int) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds (user + system), peak memory in MB) of one `devicerl view`."""
     env = {**os.environ, "PYTHONPATH": str(pythonpath)}
-    cmd = [sys.executable, "-m", "devicerl", "view", str(run), "--out", str(out), "max_episodes=0"]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=pythonpath)
-    took = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0:
-        raise SystemExit(f"view failed ({pythonpath}): {r.stderr.strip()[-500:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return took, cpu
+    cmd = [sys.executable, "-m", "devicerl", "view", str(run), "--out", str(out)]
+    cmd.append(f"max_episodes={show}")
+    with tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=pythonpath)
+        _, status, usage = os.wait4(proc.pid, 0)  # this process's own usage and peak memory
+        took = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"view failed ({pythonpath}): {err.read().strip()[-500:]}")
+    return took, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--episodes", type=int, default=304)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--old-commit", default="ca447b5")
+    ap.add_argument("--episodes", type=int, default=3000)
+    ap.add_argument("--show", type=int, nargs="+", default=[200, 0], help="max_episodes values")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--old-commit", default="869a8c1")
     ap.add_argument("--json", default=None, help="write the results here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="viewer-speed-") as tmp:
@@ -80,39 +85,47 @@ def main() -> None:
         )
         try:
             run = tmp_path / "run"
+            t0 = time.perf_counter()
             build_run(run, args.episodes)
-            times: dict[str, list[float]] = {"old": [], "new": []}
-            cpu: dict[str, list[float]] = {"old": [], "new": []}
+            built = time.perf_counter() - t0
+            runs: dict[str, dict[str, list[float]]] = {}
             for _ in range(args.repeats):
-                for name, code in (("old", old), ("new", ROOT)):
-                    out = tmp_path / f"report-{name}"
-                    shutil.rmtree(out, ignore_errors=True)
-                    wall, used = view(code, run, out)
-                    times[name].append(round(wall, 2))
-                    cpu[name].append(round(used, 2))
+                for show in args.show:
+                    for name, code in (("old", old), ("new", ROOT)):
+                        out = tmp_path / f"report-{name}"
+                        shutil.rmtree(out, ignore_errors=True)
+                        got = runs.setdefault(
+                            f"{name}/{show}", {"wall_s": [], "cpu_s": [], "max_rss_mb": []}
+                        )
+                        for key, value in zip(got, view(code, run, out, show)):
+                            got[key].append(round(value, 2))
         finally:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)])
-    best = {k: min(v) for k, v in times.items()}
-    best_cpu = {k: min(v) for k, v in cpu.items()}
-    result = {
+    from devicerl.runtime.runs.provenance import provenance
+
+    result: dict = {
+        "command": " ".join(["python", *sys.argv]),
+        "provenance": provenance(),
         "episodes": args.episodes,
         "old_commit": args.old_commit,
+        "build_s": round(built, 1),
         "cpus": os.cpu_count(),
         "load_avg_1m_at_end": os.getloadavg()[0],
-        "old_wall_s": times["old"],
-        "new_wall_s": times["new"],
-        "old_cpu_s": cpu["old"],
-        "new_cpu_s": cpu["new"],
-        "speedup_wall_best": best["old"] / best["new"],
-        "speedup_cpu_best": best_cpu["old"] / best_cpu["new"],
+        "runs": runs,
     }
-    print(f"devicerl view, {args.episodes} episodes, best of {args.repeats} (imports included)")
-    print(f"  old ({args.old_commit}): wall {best['old']:.2f} s  cpu {best_cpu['old']:.2f} s")
-    print(f"  new:             wall {best['new']:.2f} s  cpu {best_cpu['new']:.2f} s")
+    print(f"devicerl view of {args.episodes} episodes, best of {args.repeats} (imports included)")
+    for show in args.show:
+        label = f"newest {show}" if show else "all"
+        old_best, new_best = (min(runs[f"{n}/{show}"]["wall_s"]) for n in ("old", "new"))
+        result[f"speedup_wall/{show}"] = old_best / new_best
+        peak = [max(runs[f"{n}/{show}"]["max_rss_mb"]) for n in ("old", "new")]
+        print(
+            f"  {label:10s} old ({args.old_commit}) {old_best:6.1f} s  new {new_best:6.1f} s  "
+            f"x{old_best / new_best:.1f}   peak memory old {peak[0]:.0f} MB new {peak[1]:.0f} MB"
+        )
     print(
-        f"  speed-up: wall {result['speedup_wall_best']:.1f}x, cpu "
-        f"{result['speedup_cpu_best']:.1f}x (load average {result['load_avg_1m_at_end']:.1f} on "
-        f"{result['cpus']} CPUs: wall times on a busy machine are noisy)"
+        f"  (load average {result['load_avg_1m_at_end']:.1f} on {result['cpus']} CPUs: wall "
+        "times on a busy machine are noisy)"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))

@@ -5,9 +5,12 @@
   key, a value of the wrong type or out of its field's bounds (metadata ``min``/``max``/``gt``/
   ``lt``) raises `ConfigError` in one line naming the dotted key.
 - A dataclass may define ``validate(self)`` to check cross-field rules; it runs after building.
+- A section whose dataclass another option picks (``env.options`` by ``env.name``) declares
+  ``metadata={"type_from": (sibling, pick)}`` and is read as ``pick(sibling's value)``.
 - `save_config` writes the resolved config with secrets redacted: any field whose name
   contains key/token/secret/password, or that carries ``metadata={"secret": True}``.
-- Field help for ``--help`` comes from ``field(metadata={"help": "..."})``.
+- Field help for ``--help`` comes from ``field(metadata={"help": "..."})``
+  (`devicerl.cli.common.config_options` lists it).
 - The shipped setups (``devicerl/configs/*.yaml``) are package data, so an installed wheel has
   them too: `config_source` takes a file path or a shipped setup's name
   (``miniwob-digirl-tuned``), `shipped_configs` lists them.
@@ -81,6 +84,9 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if value is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
+        numbers = [a for a in options if a in (int, float)]
+        if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+            options = numbers  # a number is read as one (nan is refused, not taken as text)
         if len(options) == 1:  # an optional value: its own type's error says what is wrong
             return _coerce(value, options[0], key)
         for a in options:
@@ -174,7 +180,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
             close = difflib.get_close_matches(str(k), list(fields), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"unknown config key {key!r}{hint}")
-        kwargs[k] = _coerce(v, hints[k], key)
+        kwargs[k] = _coerce(v, _field_type(fields, k, hints[k], data, prefix), key)
     for name, value in kwargs.items():
         check_bounds(f"{prefix}.{name}" if prefix else name, value, fields[name].metadata)
     try:
@@ -190,6 +196,25 @@ def from_dict(cls: type[T], data: Mapping[str, Any], prefix: str = "") -> T:
         check_references(obj)
     register(*(v for k, v in kwargs.items() if k.endswith("_env") and isinstance(v, str)))
     return obj
+
+
+def _field_type(
+    fields: Mapping[str, dataclasses.Field],
+    name: str,
+    hint: Any,
+    data: Mapping[str, Any],
+    prefix: str,
+) -> Any:
+    """The type field ``name`` is read as: its annotation, or for a section whose dataclass a
+    sibling option picks, ``metadata={"type_from": (sibling, pick)}``, ``pick(sibling's value)``
+    (``env.options``: the options dataclass of the device ``env.name`` names)."""
+    if "type_from" not in fields[name].metadata:
+        return hint
+    sibling, pick = fields[name].metadata["type_from"]
+    try:
+        return pick(data.get(sibling, fields[sibling].default))
+    except ConfigError as e:
+        raise ConfigError(f"{prefix}.{sibling}: {e}" if prefix else f"{sibling}: {e}") from None
 
 
 #: Bounds a field may declare in its metadata: ``{"min": 1}``, ``{"gt": 0}``,
@@ -605,21 +630,3 @@ def save_config(obj: Any, path: str | Path) -> None:
     tmp = p.with_suffix(p.suffix + ".tmp")
     tmp.write_text(yaml.safe_dump(redact(obj), sort_keys=False), encoding="utf-8")
     tmp.replace(p)
-
-
-def field_help(cls: type) -> dict[str, str]:
-    """Dotted key -> help text (with the default), for ``--help`` output."""
-    out: dict[str, str] = {}
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        if dataclasses.is_dataclass(tp):
-            for k, v in field_help(tp).items():  # type: ignore[arg-type]
-                out[f"{f.name}.{k}"] = v
-            continue
-        default = f.default if f.default is not dataclasses.MISSING else None
-        if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            default = f.default_factory()  # type: ignore[misc]
-        text = f.metadata.get("help", "")
-        out[f.name] = f"{text} (default: {to_dict(default)!r})".strip()
-    return out

@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,15 +219,26 @@ def _short(s: str, n: int = 60) -> str:
 def write_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` through the secret scrubber, atomically (a reader never sees
     a half-written file; a secret never reaches the disk)."""
+    return write_text_parts(path, [text])
+
+
+def write_text_parts(path: str | Path, parts: Iterable[str]) -> Path:
+    """`write_text` of the concatenated ``parts``, written as they come (a page too large to
+    hold whole); each part is scrubbed on its own, so no part may split a secret."""
     p = Path(path)
     tmp = p.with_name(f".{p.name}.tmp")
     try:
-        tmp.write_text(scrub(text), encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for part in parts:
+                f.write(scrub(part))
         os.replace(tmp, p)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         if e.errno in (errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EROFS):
             raise PathError(f"cannot write {p}: {e.strerror}") from None
+        raise
+    except BaseException:  # the parts failed (or an interrupt): no half-written file is left
+        tmp.unlink(missing_ok=True)
         raise
     return p
 

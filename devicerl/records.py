@@ -2,6 +2,10 @@
 shares. Task types live here, below the devices, so devices run tasks without importing the task
 suites (`devicerl.tasks`), which sit above them.
 
+The trajectory store's columns are derived from these fields (`devicerl.data.columns`): a new
+field is stored, written and read with no other edit; field metadata names a column, narrows its
+type or keeps a field out of the store where the derived default does not fit.
+
 Pixel coordinates (element boxes, screen size) are in the screenshot's pixel space; actions use
 normalised [0, 1] coordinates over the same screen.
 """
@@ -68,13 +72,15 @@ class Observation:
     empty. ``extras`` is free-form user data the framework never reads.
     """
 
-    instruction: str
-    screen_size: tuple[int, int]
+    instruction: str = field(metadata={"column": "obs_instruction"})
+    screen_size: tuple[int, int] = field(
+        metadata={"columns": ("screen_width", "screen_height"), "column_type": "int32"}
+    )
     screenshot: np.ndarray | None = None
     elements: list[UIElement] = field(default_factory=list)
-    step: int = 0
-    previous_actions: tuple[Action, ...] = ()
-    extras: dict[str, Any] = field(default_factory=dict)
+    step: int = field(default=0, metadata={"column": "obs_step", "column_type": "int32"})
+    previous_actions: tuple[Action, ...] = field(default=(), metadata={"store": False})
+    extras: dict[str, Any] = field(default_factory=dict, metadata={"column": "obs_extras"})
 
     def __post_init__(self) -> None:
         if self.screenshot is not None:
@@ -91,12 +97,6 @@ class Observation:
         """Screen pixels to normalised [0, 1] coordinates (clipped)."""
         w, h = self.screen_size
         return (min(max(px / w, 0.0), 1.0), min(max(py / h, 0.0), 1.0))
-
-    def element_at(self, x: float, y: float) -> UIElement | None:
-        """The smallest element containing the normalised point, if any."""
-        px, py = self.to_pixels(x, y)
-        hits = [e for e in self.elements if e.contains(px, py)]
-        return min(hits, key=lambda e: e.area) if hits else None
 
     def same_screen(self, other: Observation) -> bool:
         """True when ``other`` shows the same thing: instruction, UI elements and pixels
@@ -124,7 +124,7 @@ class EpisodePlan:
     epsilon: float = 0.0
     greedy: bool | None = None
     group: str | None = None
-    group_size: int = 1
+    group_size: int = field(default=1, metadata={"column_type": "int32"})
 
 
 @dataclass(frozen=True)
@@ -224,7 +224,7 @@ class Step:
     policy_version: int = 0
     agent_time_s: float = 0.0
     device_time_s: float = 0.0
-    started_at: float = 0.0
+    started_at: float = field(default=0.0, metadata={"column": "step_started_at"})
     verdict: dict[str, Any] | None = None
 
 
@@ -273,16 +273,21 @@ class Trajectory:
     env_id: int | None = None
     device: str = ""
     reset_time_s: float = 0.0
-    started_at: float = field(default_factory=time.time)
-    ended_at: float | None = None
-    schema_version: int = SCHEMA_VERSION
-    max_steps: int | None = None
+    started_at: float = field(default_factory=time.time, metadata={"column": "episode_started_at"})
+    ended_at: float | None = field(default=None, metadata={"column": "episode_ended_at"})
+    schema_version: int = field(
+        default=SCHEMA_VERSION, metadata={"column": "record_schema", "column_type": "int32"}
+    )
+    max_steps: int | None = field(default=None, metadata={"column_type": "int32"})
     plan: EpisodePlan | None = None
     phase: str = "train"
-    judgement: Judgement | None = None
+    #: stored as JSON; stores written while unknown verdicts could be replaced have one key more
+    judgement: Judgement | None = field(
+        default=None, metadata={"store": "json", "retired": ("replaced_unknown",)}
+    )
     #: a human's success label (judge evaluation's ground truth), when someone gave one
     ground_truth: bool | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, Any] = field(default_factory=dict, metadata={"column": "episode_extras"})
 
     @property
     def length(self) -> int:

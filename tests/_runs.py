@@ -13,8 +13,15 @@ import psutil
 from devicerl.actions import Action
 from devicerl.agents import FunctionPolicy, RandomPolicy
 from devicerl.envs import make
-from devicerl.records import EndReason, Observation, Trajectory
+from devicerl.records import EndReason, Observation, Trajectory, UIElement
 from devicerl.runtime.acting.rollout import rollout
+
+
+def element_at(obs: Observation, x: float, y: float) -> UIElement | None:
+    """The smallest element of ``obs`` containing the normalised point, if any."""
+    px, py = obs.to_pixels(x, y)
+    hits = [e for e in obs.elements if e.contains(px, py)]
+    return min(hits, key=lambda e: e.area) if hits else None
 
 
 def swipe_then_complete(observations: list[Observation]) -> list[Action]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from devicerl.testing.fake_adb import FakeDevice, FakeScreen
@@ -71,7 +73,30 @@ def device(serial: str = "emulator-5554", n_screens: int = 3, **kw) -> FakeDevic
     return FakeDevice(serial, [screen(k, *size) for k in range(n_screens)], **kw)
 
 
+def connected_serial(env) -> str | None:
+    """The serial of the device an `AndroidEnv` uses (None before its first reset or after a
+    failure)."""
+    return env._link.serial if env._link is not None else None
+
+
 def env_kwargs(port: int, **kw) -> dict:
     """Options for a fast test device on the fake server at ``port``."""
     base = {"adb_port": port, "step_settle_s": 0.0, "reset_settle_s": 0.0}
     return {**base, **kw}
+
+
+def drive(pool, until, act, on_first=None, limit_s: float = 30.0) -> list:
+    """Step ``pool`` with ``act`` (observation -> action) until ``until(trajectories)`` holds;
+    ``on_first`` sees each episode's first ready result before it is answered."""
+    out: list = []
+    deadline = time.monotonic() + limit_s
+    while not until(out):
+        assert time.monotonic() < deadline, f"stuck: {pool.stats()}"
+        ready = pool.recv(min_ready=1, timeout=0.5)
+        out += [r.trajectory for r in ready if r.trajectory is not None]
+        live = [r for r in ready if r.observation is not None]
+        for r in live:
+            if r.first and on_first is not None:
+                on_first(r)
+        pool.send([act(r.observation) for r in live], [r.env_id for r in live])
+    return out

@@ -1,4 +1,5 @@
-"""Helpers for the pool tests: a device that owns a helper process, and process-table checks."""
+"""Helpers for the pool tests: a device that owns a helper process, one that cannot be built,
+and process-table checks."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 
 import psutil
 
-from devicerl.envs.synthetic import SyntheticEnv
+from devicerl.envs.synthetic import SyntheticEnv, SyntheticOptions
+from devicerl.errors import ConfigError
 from devicerl.pool.workers.base import POOL_TAG_ENV
 
 _MP_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
@@ -17,9 +19,14 @@ _MP_HELPERS = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
 class HelperDevice(SyntheticEnv):
     """A synthetic device that starts a long-lived helper process, as a browser would."""
 
-    def __init__(self, **kwargs) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, task=None, options: SyntheticOptions | None = None) -> None:
+        super().__init__(task, options)
         self.helper = subprocess.Popen(["sleep", "1000"])
+
+
+def refusing_device(task=None, options=None) -> SyntheticEnv:
+    """A device whose construction fails in its worker (as a browser that cannot start)."""
+    raise ConfigError("this device refuses to start")
 
     def _close(self) -> None:
         self.helper.kill()

@@ -70,16 +70,19 @@ def test_autoui_agent_episodes_store_and_rescore(tmp_path) -> None:
 
 
 def test_api_agent_episodes_keep_invalid_steps(tmp_path) -> None:
-    replies = [Reply(garbage=True), "no idea", format_autoui(Action.complete())]
+    """A reply that does not parse is an invalid step, kept with its text; an unreadable reply
+    body spends the episode's failure budget (one attempt here), after which the episode's
+    actions are invalid without a request, each kept with the reason."""
     with ScriptedChatServer(lambda body: Reply(format_autoui(Action.back()))) as srv:
-        for _ in range(3):
-            srv.push(*replies)
+        srv.push("no idea", format_autoui(Action.complete()), Reply(garbage=True))
         cfg = ChatConfig(base_url=srv.base_url, model="m")
         agent = APIAgent(APIAgentConfig(chat=cfg), ChatClient(cfg, max_retries=0))
-        trajectories = _episodes(agent, tmp_path)
-    for t in trajectories:
-        first, second, last = t.steps
-        assert first.action.is_invalid and "unreadable reply body" in first.action.reason
-        assert second.action.is_invalid and second.text == "no idea"
-        assert second.action.raw == "no idea" and second.info["invalid_action"]
-        assert last.action == Action.complete() and t.end_reason.value == "agent_ended"
+        answered, failed = _episodes(agent, tmp_path, n=2)
+        assert len(srv.requests) == 3
+    first, last = answered.steps
+    assert first.action.is_invalid and first.text == "no idea"
+    assert first.action.raw == "no idea" and first.info["invalid_action"]
+    assert last.action == Action.complete() and answered.end_reason.value == "agent_ended"
+    head, *rest = failed.steps
+    assert head.action.is_invalid and "unreadable reply body" in head.action.reason
+    assert rest and all("API not asked" in s.action.reason for s in rest)

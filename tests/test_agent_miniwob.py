@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from _runs import element_at
 
 from devicerl.actions import Action, ActionType, format_autoui
 from devicerl.agents.api import APIAgent, APIAgentConfig
@@ -114,7 +115,7 @@ def test_small_agent_on_miniwob(pages) -> None:
     assert torch.allclose(lp.detach(), torch.tensor([s.log_prob for s in samples]), atol=1e-4)
     for s, o in zip(samples, observations):  # taps land on element centres, text is copied
         if s.action.is_tap:
-            assert o.element_at(*s.action.touch) is not None
+            assert element_at(o, *s.action.touch) is not None
         if s.action.type is ActionType.TYPE:
             assert s.action.text in o.instruction
 

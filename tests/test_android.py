@@ -11,7 +11,7 @@ import time
 import numpy as np
 import psutil
 import pytest
-from android_helpers import COLOURS, device, env_kwargs, hierarchy, node
+from android_helpers import COLOURS, connected_serial, device, env_kwargs, hierarchy, node
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -320,13 +320,13 @@ def test_envs_claim_distinct_devices(tmp_path) -> None:
         envs = [_env(srv, tmp_path, serials=wanted) for _ in range(3)]
         envs[0].reset(TASK, 0)
         envs[1].reset(TASK, 0)
-        assert {envs[0].connected_serial, envs[1].connected_serial} == set(wanted)
+        assert {connected_serial(envs[0]), connected_serial(envs[1])} == set(wanted)
         with pytest.raises(DeviceCrashed, match="no free device"):
             envs[2].reset(TASK, 0)
-        taken = envs[0].connected_serial
+        taken = connected_serial(envs[0])
         envs[0].close()  # releases its device
         envs[2].reset(TASK, 0)
-        assert envs[2].connected_serial == taken
+        assert connected_serial(envs[2]) == taken
         pinned = _env(srv, tmp_path, serial=taken)
         with pytest.raises(DeviceCrashed, match="in use by another devicerl env"):
             pinned.reset(TASK, 0)
@@ -351,7 +351,7 @@ def test_emulator_snapshot_is_loaded_on_reset(server, tmp_path) -> None:
     token.write_text("s3cret\n")
     loads = []
     console = FakeEmulatorConsole("s3cret", ("clean",), on_load=loads.append)
-    kw = {"emulator_console_port": console.port, "emulator_console_token": str(token)}
+    kw = {"emulator_console_port": console.port, "emulator_console_token_file": str(token)}
     env = _env(server, tmp_path, snapshot="clean", **kw)
     env.reset(TASK, 0)
     assert console.commands == ["auth s3cret", "avd snapshot load clean", "quit"]
@@ -363,7 +363,7 @@ def test_emulator_snapshot_is_loaded_on_reset(server, tmp_path) -> None:
     env.close()
     env = _env(server, tmp_path, snapshot="clean", emulator_console_port=console.port)
     env.console_token = str(tmp_path / "absent")
-    with pytest.raises(ConfigError, match="emulator_console_token"):
+    with pytest.raises(ConfigError, match="emulator_console_token_file"):
         env.reset(TASK, 0)
     env.close()
     console.close()

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from android_helpers import COLOURS, device, env_kwargs
+from android_helpers import COLOURS, device, drive, env_kwargs
 from judge_helpers import labelled, verdict_text
 from PIL import Image
 
@@ -58,19 +58,8 @@ def _pool(srv: FakeAdbServer, tmp_path, worker: str, mode: str = "random", **kw)
     )
 
 
-def _drive(pool: EnvPool, until, on_tick=None, limit_s: float = 30.0) -> list:
-    """Step the pool with the scripted agent until ``until(trajectories)`` holds."""
-    out: list = []
-    deadline = time.monotonic() + limit_s
-    while not until(out):
-        assert time.monotonic() < deadline, f"stuck: {pool.stats()}"
-        ready = pool.recv(min_ready=1, timeout=0.5)
-        out += [r.trajectory for r in ready if r.trajectory is not None]
-        live = [r for r in ready if r.observation is not None]
-        pool.send([_act(r.observation) for r in live], [r.env_id for r in live])
-        if on_tick is not None:
-            on_tick(out)
-    return out
+def _cut_by(error: str):
+    return lambda out: any(error in (t.truncation_cause or "") for t in out)
 
 
 def _complete(n: int):
@@ -86,7 +75,7 @@ def test_pool_episodes_on_two_devices(worker, tmp_path) -> None:
 
     # a worker that starts first may finish several episodes before the other's first one
     with FakeAdbServer(devs) as srv, _pool(srv, tmp_path, worker) as pool:
-        out = _drive(pool, lambda o: _complete(6)(o) and serials(o) == set(SERIALS))
+        out = drive(pool, lambda o: _complete(6)(o) and serials(o) == set(SERIALS), _act)
     assert all(not t.is_truncated for t in out)
     used = set()
     for t in out:
@@ -108,16 +97,16 @@ def test_pool_episodes_on_two_devices(worker, tmp_path) -> None:
 def test_hangs_and_crashes_become_restarts_and_truncated_episodes(worker, tmp_path) -> None:
     devs = [device(s) for s in SERIALS]
     with FakeAdbServer(devs) as srv, _pool(srv, tmp_path, worker, command_timeout_s=0.5) as pool:
-        out = _drive(pool, _complete(2))
+        out = drive(pool, _complete(2), _act)
         devs[0].hang = True  # stops answering: the env's deadline raises DeviceTimeout
-        out += _drive(pool, lambda o: any("DeviceTimeout" in (t.truncation_cause or "") for t in o))
+        out += drive(pool, _cut_by("DeviceTimeout"), _act)
         devs[0].hang = False
-        out += _drive(pool, _complete(2))
+        out += drive(pool, _complete(2), _act)
         srv.drop()  # the adb server dies: DeviceCrashed
-        out += _drive(pool, lambda o: any("DeviceCrashed" in (t.truncation_cause or "") for t in o))
+        out += drive(pool, _cut_by("DeviceCrashed"), _act)
         time.sleep(0.3)
         srv.restart()
-        out += _drive(pool, _complete(4))
+        out += drive(pool, _complete(4), _act)
         stats = pool.stats()
     truncated = [t for t in out if t.is_truncated]
     causes = " | ".join(t.truncation_cause for t in truncated)
@@ -168,7 +157,7 @@ def test_vlm_judge_labels_android_episodes(tmp_path) -> None:
 
 def test_the_aitw_training_config_builds_android_devices() -> None:
     cfg = load_config(TrainConfig, config_source("aitw-autoui-digirl-online"))
-    recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, dict(cfg.env.kwargs)))
+    recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, cfg.env.options))
     env = recipe.make()  # no device I/O until the first reset
     assert isinstance(env, AndroidEnv) and env.serial is None and env.adb_port == 5037
     env.close()

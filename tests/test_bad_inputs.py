@@ -92,7 +92,7 @@ ROWS = [
     train("env.worker=thread", expect="env.worker: 'thread' is not one of", id="worker"),
     train("logging.wandb_mode=cloud", expect="logging.wandb_mode", id="wandb-mode"),
     train("agent.kind=gpt", expect="agent.kind", id="agent-kind"),
-    train("env.kwargs=5", expect="env.kwargs: expected a mapping", id="kwargs-type"),
+    train("env.options=5", expect="env.options: expected a mapping", id="kwargs-type"),
     train("digirl.lamda=0.3", expect="'digirl.lamda' (did you mean 'lam'?)", id="typo"),
     train("mode=offline", expect="offline_data", id="offline-no-data"),
     train("judge.kind=vlm", expect="judge.chat.model", id="vlm-no-model"),

@@ -16,7 +16,7 @@ import pytest
 
 from devicerl.actions import Action
 from devicerl.envs import make
-from devicerl.envs.browser import BrowserEnv
+from devicerl.envs.browser import BrowserEnv, BrowserOptions
 from devicerl.envs.browser.launcher import PROFILE_PREFIX
 from devicerl.envs.browser.network import NetworkGuard, blocked_url_regex
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceTimeout
@@ -230,7 +230,9 @@ def _our_temp_dirs() -> set[str]:
 def test_killed_browser_raises_crashed_and_close_leaves_nothing(site, tmp_path):
     base, _, _ = site
     before = _our_temp_dirs()
-    dev = BrowserEnv(share_browser=False, temp_dir=str(tmp_path), screenshot=False)
+    dev = BrowserEnv(
+        None, BrowserOptions(share_browser=False, temp_dir=str(tmp_path), screenshot=False)
+    )
     obs = dev.reset(_task(base, "/form.html"), seed=0)
     pids = dev.process_ids()[:-1]  # the Chromium tree (the last pid is the shared driver)
     assert len(pids) > 2 and any(tmp_path.iterdir()) and _mentions(str(tmp_path))
@@ -247,7 +249,9 @@ def test_killed_browser_raises_crashed_and_close_leaves_nothing(site, tmp_path):
 
 def test_hung_page_times_out_without_stopping_other_devices(env, site, tmp_path):
     base, _, _ = site
-    dev = BrowserEnv(step_timeout_s=2, temp_dir=str(tmp_path), screenshot=False)
+    dev = BrowserEnv(
+        None, BrowserOptions(step_timeout_s=2, temp_dir=str(tmp_path), screenshot=False)
+    )
     obs = dev.reset(_task(base, "/hang.html"), seed=0)
     t0 = time.monotonic()
     with pytest.raises(DeviceTimeout, match="longer than 2 s"):
@@ -262,7 +266,7 @@ def test_hung_page_times_out_without_stopping_other_devices(env, site, tmp_path)
 
 def test_device_works_from_another_thread_and_close_is_clean(site, tmp_path):
     base, _, _ = site
-    dev = BrowserEnv(share_browser=False, temp_dir=str(tmp_path))
+    dev = BrowserEnv(None, BrowserOptions(share_browser=False, temp_dir=str(tmp_path)))
     results = []
     worker = threading.Thread(
         target=lambda: results.append(dev.reset(_task(base, "/form.html"), seed=0))
@@ -277,18 +281,21 @@ def test_device_works_from_another_thread_and_close_is_clean(site, tmp_path):
 
 
 def test_bad_options_fail_in_one_line():
-    with pytest.raises(ConfigError, match="viewport"):
-        BrowserEnv(viewport="tablet")
-    with pytest.raises(ConfigError, match="image_format"):
+    with pytest.raises(ConfigError, match="browser: unknown viewport 'tablet'"):
+        make("browser", viewport="tablet")
+    with pytest.raises(ConfigError, match=r"browser\.image_format: 'gif' is not one of"):
         make("browser", image_format="gif")
+    with pytest.raises(ConfigError, match=r"browser.jpeg_quality=0: must be in \[1, 100\]"):
+        make("browser", jpeg_quality=0)
     with pytest.raises(ConfigError, match="browser executable"):
-        BrowserEnv(executable="/no/such/chromium")
+        BrowserEnv(None, BrowserOptions(executable="/no/such/chromium"))
 
 
 _CHILD = """
 import sys, time
-from devicerl.envs.browser import BrowserEnv
-dev = BrowserEnv(share_browser=False, temp_dir=sys.argv[1], screenshot=False)
+from devicerl.envs.browser import BrowserEnv, BrowserOptions
+options = BrowserOptions(share_browser=False, temp_dir=sys.argv[1], screenshot=False)
+dev = BrowserEnv(None, options)
 print(dev.browser_pid, flush=True)
 if sys.argv[2] == "hang":
     time.sleep(60)
@@ -322,7 +329,7 @@ def test_browser_dies_with_its_process(tmp_path, how):
 
 
 def _child_device(url: str, out) -> None:
-    dev = BrowserEnv(screenshot=False)
+    dev = BrowserEnv(None, BrowserOptions(screenshot=False))
     obs = dev.reset(Task("web/form", params={"url": url}), seed=0)
     out.put((dev.browser_pid, _el(obs, "go").text))
     dev.close()

@@ -82,9 +82,21 @@ def test_keys_navigation_and_the_end_of_an_episode():
     home = to_browsergym(Action.home(), SCREEN, OPEN, "http://127.0.0.1:9/a")
     assert call(home) == ("goto", ["http://127.0.0.1:9/a"])
     assert call(to_browsergym(Action.complete(), SCREEN, OPEN)) == ("send_msg_to_user", [""])
+    said = to_browsergym(Action.complete(), SCREEN, OPEN, answer="42")  # an answer was given
+    assert call(said) == ("send_msg_to_user", ["42"])
     assert to_browsergym(Action.complete(), SCREEN, MINIWOB_ALL) == "noop(0)"
     assert call(to_browsergym(Action.impossible(), SCREEN, OPEN))[0] == "report_infeasible"
     assert to_browsergym(Action.invalid("??", "unparsable"), SCREEN, OPEN) == "noop(0)"
+
+
+def test_wait_long_press_and_answer_and_no_app_to_open():
+    assert call(to_browsergym(Action.wait(0.25), SCREEN, {"noop"})) == ("noop", [250])
+    held = to_browsergym(Action.long_press(0.3, 0.3, 1.5), SCREEN, MINIWOB_ALL).splitlines()
+    assert [call(c) for c in held] == [
+        ("mouse_down", [120.0, 60.0]), ("noop", [1500]), ("mouse_up", [120.0, 60.0]),
+    ]  # fmt: skip
+    said = to_browsergym(Action.answer('it\'s "42"'), SCREEN, OPEN)
+    assert call(said) == ("send_msg_to_user", ['it\'s "42"'])
 
 
 def test_what_the_benchmarks_action_set_lacks_is_unmappable():
@@ -92,6 +104,12 @@ def test_what_the_benchmarks_action_set_lacks_is_unmappable():
         to_browsergym(Action.back(), SCREEN, MINIWOB_ALL)
     with pytest.raises(Unmappable, match="cannot click a point"):
         to_browsergym(Action.tap(0.9, 0.9), SCREEN, {"click"})
+    with pytest.raises(Unmappable, match="no chat"):
+        to_browsergym(Action.answer("42"), SCREEN, MINIWOB_ALL)
+    with pytest.raises(Unmappable, match="cannot hold the pointer"):
+        to_browsergym(Action.long_press(0.3, 0.3), SCREEN, {"click", "noop"})
+    with pytest.raises(Unmappable, match="no apps to open"):
+        to_browsergym(Action.open_app("Settings"), SCREEN, OPEN)
 
 
 # -- the suite ----------------------------------------------------------------------------------
@@ -125,6 +143,10 @@ PAGE = b"""<!doctype html><html><body>
 <input id="name" aria-label="Name" style="position:absolute;left:20px;top:20px;width:200px">
 <button id="go" style="position:absolute;left:20px;top:80px;width:120px;height:40px"
  onclick="this.textContent = 'Hello ' + document.getElementById('name').value">Greet</button>
+<button id="hold" style="position:absolute;left:20px;top:140px;width:120px;height:40px"
+ onmousedown="this.dataset.down = Date.now()"
+ onmouseup="this.textContent = Date.now() - this.dataset.down >= 500 ? 'Held' : 'Tapped'"
+ >Hold</button>
 </body></html>"""
 
 
@@ -147,21 +169,37 @@ def page_url():
     server.server_close()
 
 
-def tap(obs: Observation, role: str) -> Action:
-    element = next(e for e in obs.elements if e.role == role)
-    return Action.tap(*obs.to_normalised(*element.center))
+def at(obs: Observation, role: str, text: str | None = None) -> tuple[float, float]:
+    """The normalised centre of the first element with ``role`` (and ``text``)."""
+    element = next(e for e in obs.elements if e.role == role and text in (None, e.text))
+    return obs.to_normalised(*element.center)
+
+
+def tap(obs: Observation, role: str, text: str | None = None) -> Action:
+    return Action.tap(*at(obs, role, text))
 
 
 def test_miniwob_and_an_open_ended_page_run_in_the_pool(python, page_url) -> None:
     openended = Task(
         "browsergym/openended",
-        max_steps=3,
+        max_steps=8,
         env="browsergym",
         params={"task_kwargs": {"start_url": page_url, "goal": "Greet Ada"}},
     )
     tasks = [*resolve("browsergym/miniwob.click-test"), openended]
     baseline = children_now()
-    plan = {"Click the button.": ["button"], "Greet Ada": ["textbox", "Ada", "button"]}
+    plan = {
+        "Click the button.": [lambda o: tap(o, "button")],
+        "Greet Ada": [
+            lambda o: tap(o, "textbox"),
+            lambda o: Action.type_text("Ada"),
+            lambda o: tap(o, "button", "Greet"),
+            lambda o: Action.long_press(*at(o, "button", "Hold"), 1.0),  # held: "Held"
+            lambda o: Action.wait(0.2),
+            lambda o: Action.answer("Greeted Ada"),
+            lambda o: Action.complete(),  # repeats the answer, the chat's last message
+        ],
+    }
     pool = EnvPool(
         EnvSpec("browsergym", {"python": python}),
         tasks=TaskSampler(tasks, mode="sequential", cycle=False),
@@ -175,10 +213,8 @@ def test_miniwob_and_an_open_ended_page_run_in_the_pool(python, page_url) -> Non
             done += [r.trajectory for r in ready if r.trajectory is not None]
             for r in ready:
                 if r.observation is not None:
-                    obs = r.observation
-                    todo = plan[obs.instruction].pop(0)
-                    typed = todo not in ("button", "textbox")
-                    pool.send([Action.type_text(todo) if typed else tap(obs, todo)], [r.env_id])
+                    todo = plan[r.observation.instruction].pop(0)
+                    pool.send([todo(r.observation)], [r.env_id])
     finally:
         pool.close()
     tagged, children = wait_clean(tag, baseline)  # no BrowserGym, driver or Chromium left
@@ -190,13 +226,20 @@ def test_miniwob_and_an_open_ended_page_run_in_the_pool(python, page_url) -> Non
     assert step.info["browsergym_action"].startswith("click(")  # the element, by its bid
     assert step.info["task_info"]["RAW_REWARD_GLOBAL"] == 1
     assert step.observation.screenshot.shape == (321, 498, 3)  # BrowserGym's 1.5 zoom
-    assert greet.end_reason is EndReason.MAX_STEPS and not greet.success
+    assert greet.end_reason is EndReason.AGENT_ENDED and not greet.success
     assert [s.info["browsergym_action"].split("(")[0] for s in greet.steps] == [
-        "click", "keyboard_type", "click",
+        "click", "keyboard_type", "click", "mouse_down", "noop", "send_msg_to_user",
+        "send_msg_to_user",
     ]  # fmt: skip
+    assert greet.steps[-1].info["browsergym_action"] == "send_msg_to_user('Greeted Ada')"
+    down, hold, up = greet.steps[3].info["browsergym_action"].splitlines()
+    assert hold == "noop(1000)" and up == down.replace("mouse_down", "mouse_up")
+    assert all(s.info["last_action_error"] == "" for s in greet.steps), greet.steps
+    assert greet.answer == "Greeted Ada"
     final = greet.final_observation
     assert final is not None and final.extras["url"] == page_url
     assert any(e.role == "button" and e.text == "Hello Ada" for e in final.elements)
+    assert any(e.role == "button" and e.text == "Held" for e in final.elements)
     assert any(e.role == "textbox" and e.value == "Ada" for e in final.elements)
 
 

@@ -4,7 +4,8 @@ from typing import Literal
 import pytest
 import yaml
 
-from devicerl.config import field_help, load_config, save_config
+from devicerl.cli.common import config_options
+from devicerl.config import load_config, save_config
 from devicerl.errors import ConfigError
 
 
@@ -65,5 +66,5 @@ def test_secrets_redacted(tmp_path) -> None:
 
 
 def test_field_help() -> None:
-    h = field_help(Cfg)
+    h = {key: text for key, _, text, _ in config_options(Cfg)}
     assert "pool.workers" in h and "free text" in h["note"]

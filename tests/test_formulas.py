@@ -4,24 +4,16 @@ import pytest
 import torch
 
 from devicerl.algos.formulas import (
-    curriculum_mask,
     filtered_bc_mask,
     instruction_advantages,
     keep_steps,
-    mc_returns,
     step_advantages,
     top_p_mask,
     two_head_bce,
-    two_head_value,
     value_bce,
 )
 
 T = torch.tensor
-
-
-def test_mc_returns() -> None:
-    assert torch.allclose(mc_returns(T([0.0, 0.0, 1.0]), 0.5), T([0.25, 0.5, 1.0]))
-    assert torch.allclose(mc_returns(T([1.0, 0.0, 1.0]), 0.9), T([1 + 0.81, 0.9, 1.0]))
 
 
 def test_step_advantage_success_by_hand() -> None:
@@ -53,8 +45,8 @@ def test_step_advantage_failure_is_td_error() -> None:
 def test_instruction_advantage_and_curriculum() -> None:
     adv = instruction_advantages(T([1.0, 1.0, 0.0, 0.0]), T([0.9, 0.2, 0.5, 0.1]))
     assert torch.allclose(adv, T([0.1, 0.8, -0.5, -0.1]))
-    assert curriculum_mask(adv, 0.25).tolist() == [False, True, False, False]
-    assert curriculum_mask(adv, 0.5).tolist() == [True, True, False, False]
+    assert top_p_mask(adv, 0.25).tolist() == [False, True, False, False]  # the curriculum
+    assert top_p_mask(adv, 0.5).tolist() == [True, True, False, False]
 
 
 def test_top_p_keeps_ties_and_at_least_one() -> None:
@@ -79,7 +71,6 @@ def test_value_losses() -> None:
     expected = -(math.log(0.5) + math.log(1 - 1 / (1 + math.exp(-2.0)))) / 2
     assert value_bce(logits, T([1.0, 0.0])).item() == pytest.approx(expected, rel=1e-5)
     two = T([[0.0, 2.0], [1.0, -1.0]])
-    assert torch.allclose(two_head_value(two), torch.sigmoid(T([0.0, -1.0])))
     loss = two_head_bce(two, T([1.0, 0.0]))
     manual = value_bce(two.reshape(-1), T([1.0, 1.0, 0.0, 0.0]))
     assert loss.item() == pytest.approx(manual.item(), rel=1e-6)

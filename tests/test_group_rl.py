@@ -267,7 +267,7 @@ def test_gigpo_trains_through_the_cli_config() -> None:
 def test_groups_stay_whole_when_devices_crash() -> None:
     """Real subprocess workers whose devices die on some steps: every group the learner gets
     holds ``group_size`` labelled episodes of one instance, cut members were re-run."""
-    crashy = "env.kwargs={faults: {die: 0.05}}"
+    crashy = "env.options={faults: {die: 0.05}}"
     with tempfile.TemporaryDirectory() as d:
         s, run = _train(
             f"{d}/c", "env.worker=subprocess", "env.num_envs=3", "algo=grpo", "env_steps=250",

@@ -5,6 +5,7 @@ keys are unique and aliases cannot expand without bound."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ from _holes import cli
 
 from devicerl.cli.common import config_options
 from devicerl.config import MAX_YAML_NODES, load_config
+from devicerl.envs.registry import option_kinds
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.runtime.reports.viewer import ViewConfig
@@ -27,6 +29,16 @@ ALL = [(cls, key, tp) for cls in (TrainConfig, ViewConfig, JudgeConfig)
        for key, tp in numeric_options(cls)]  # fmt: skip
 
 
+def device_taking(key: str) -> list[str]:
+    """``env.options.*`` are the options of the device env.name names: one that takes ``key``."""
+    if not key.startswith("env.options."):
+        return []
+    top = key.split(".")[2]
+    kinds = option_kinds().items()
+    name = next(n[0] for cls, n in kinds if top in {f.name for f in dataclasses.fields(cls)})
+    return [f"env.name={name}"]
+
+
 def test_the_rule_covers_many_fields() -> None:
     assert len(ALL) >= 50  # 55 numeric options in the three configs (a broken walk finds few)
 
@@ -37,7 +49,7 @@ def test_every_number_of_every_config_is_finite_and_fits(cls, key, tp) -> None:
     values += [str(2**64), str(-(2**64)), "1.0e+19"] if tp == "int" else []  # a float may be
     for value in values:
         with pytest.raises(ConfigError) as e:
-            load_config(cls, None, [f"{key}={value}"])
+            load_config(cls, None, [*device_taking(key), f"{key}={value}"])
         line = str(e.value)
         assert "\n" not in line and line.startswith(key), line
         assert "finite" in line or "must be" in line or "expected an integer" in line, line
@@ -52,8 +64,8 @@ def test_every_number_of_every_config_is_finite_and_fits(cls, key, tp) -> None:
         ("agent.seed=1.0e+19", "agent.seed=10000000000000000000: must be in [-9223372036854775808, 9223372036854775807]"),  # noqa: E501
         ("actor.lr=.inf", "actor.lr=inf: must be a finite number"),
         ("digirl.top_p=.nan", "digirl.top_p=nan: must be a finite number"),
-        ("env.kwargs={a: {b: [1, .nan]}}", "env.kwargs.a.b[1]=nan: must be a finite number"),
-        ("env.kwargs={n: 99999999999999999999}", "env.kwargs.n=99999999999999999999: must fit in 64 bits (in [-9223372036854775808, 9223372036854775807])"),  # noqa: E501
+        ("env.options={settle_ms: .nan}", "env.options.settle_ms=nan: must be a finite number"),
+        ("env.options={max_elements: 99999999999999999999}", "env.options.max_elements=99999999999999999999: must be in [0, 9223372036854775807]"),  # noqa: E501
         ("actor.batch_size=1000000000", "actor.batch_size=1000000000: must be <= replay_capacity (2000)"),  # noqa: E501
         ("critic.batch_size=2001", "critic.batch_size=2001: must be <= replay_capacity (2000)"),
         ("replay_capacity=1000000000000", "replay_capacity=1000000000000: must be in [1, 10000000]"),  # noqa: E501
@@ -118,8 +130,8 @@ def test_aliases_cannot_expand_without_bound(tmp_path) -> None:
         f"devicerl train: error: config {path} is not valid YAML: its aliases expand to more "
         f"than {MAX_YAML_NODES} nodes"
     )
-    inline = "env.kwargs=" + "{" + bomb().replace("\n", ", ").rstrip(", ") + "}"
-    with pytest.raises(ConfigError, match=r"env\.kwargs: expected a mapping"):
+    inline = "env.options=" + "{" + bomb().replace("\n", ", ").rstrip(", ") + "}"
+    with pytest.raises(ConfigError, match=r"env\.options: expected a mapping"):
         load_config(TrainConfig, None, [inline])  # not expanded: read as text, refused
 
 

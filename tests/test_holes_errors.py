@@ -100,7 +100,7 @@ def test_only_a_bug_shows_a_traceback_and_says_so(store, capsys, monkeypatch) ->
 @pytest.mark.parametrize(
     "words,line",
     [
-        (["env.kwargs={step_latency: .nan}"], "env.kwargs.step_latency=nan: must be a finite number"),  # noqa: E501
+        (["env.name=synthetic", "env.options={step_latency: .nan}"], "env.options.step_latency=nan: must be a finite number"),  # noqa: E501
         (["seed=18446744073709551616"], "seed=18446744073709551616: must be in [0, 9223372036854775807]"),  # noqa: E501
         (["actor.batch_size=1000000000"], "actor.batch_size=1000000000: must be <= replay_capacity (2000)"),  # noqa: E501
     ],

@@ -56,7 +56,7 @@ def test_a_run_on_a_hanging_check_stops_in_one_line(worker, tmp_path, capsys) ->
     suite = _suite(tmp_path, success=FOREVER)
     r = cli(
         capsys, "eval", "--out", tmp_path / "run", f"tasks.train={suite}", "agent.kind=random",
-        "env.name=browser", "env.kwargs={screenshot: false}", f"env.worker={worker}",
+        "env.name=browser", "env.options={screenshot: false}", f"env.worker={worker}",
         "env.num_envs=1", "eval.n_tasks=1", "logging.tensorboard=false",
     )  # fmt: skip
     assert "task hang/t: its success check" in r.one_line()

@@ -9,6 +9,7 @@ a retired option acts only where it meant something."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from _holes import cli
 
 from devicerl.cli.common import config_options
 from devicerl.config import REDACTED, to_dict
+from devicerl.envs.registry import options_type
 from devicerl.errors import ConfigError
 from devicerl.runtime.runs.folder import RunDir
 from devicerl.runtime.setup.config import TrainConfig
@@ -59,8 +61,24 @@ def test_every_landed_layout_is_here() -> None:
     today, optional sections included: scripts/saved_configs.py is run again when one
     changes)."""
     assert len(LAYOUTS) >= 38 and LAYOUTS[0].endswith("5bdcd35")
-    today = {key for key, *_ in config_options(TrainConfig)}
-    assert today <= set(leaves(saved(DATA / LAYOUTS[-1] / "full.yaml"))) | {"policies"}
+    today = {key for key, *_ in config_options(TrainConfig) if not key.startswith("env.options.")}
+    full = saved(DATA / LAYOUTS[-1] / "full.yaml")
+    assert today <= set(leaves(full)) | {"policies"}
+    kind = options_type(full["env"]["name"])  # a run has one device kind, all its options saved
+    assert set(full["env"]["options"]) == {f.name for f in dataclasses.fields(kind)}
+
+
+KWARGS = [p for p in FILES if (saved(p).get("env") or {}).get("kwargs")]
+
+
+@pytest.mark.parametrize("path", KWARGS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_device_options_saved_as_env_kwargs_resume_in_env_options(path, tmp_path) -> None:
+    """A run saved while the device's options were a free mapping resumes with each of them
+    in its device's options dataclass, unchanged."""
+    kwargs, cfg = saved(path)["env"]["kwargs"], resume(path, tmp_path)
+    now = to_dict(cfg.env.options)
+    for key, value in kwargs.items():
+        assert now[key] == value, f"env.kwargs.{key}: saved {value!r}, resumed {now[key]!r}"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")

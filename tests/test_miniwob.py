@@ -203,8 +203,8 @@ def test_task_pages_keep_one_page_per_task_and_episodes_unchanged():
     as on a single page, whichever page serves them."""
     from devicerl.envs.browser.paged import PagedBrowserEnv
 
-    with pytest.raises(ConfigError, match="task_pages"):
-        PagedBrowserEnv(task_pages=0)
+    with pytest.raises(ConfigError, match=r"miniwob.task_pages=-1: must be >= 0"):
+        make("miniwob", task_pages=-1)
     paged, single = (
         make("miniwob", task_pages=2, screenshot=False),
         make("miniwob", screenshot=False),
@@ -252,9 +252,9 @@ def test_server_started_and_stopped_with_devices():
     refs = mw._Server.refs
     dev = make("miniwob/focus-text", screenshot=False)
     dev.reset(seed=0)
-    assert mw.server_running() and mw._Server.refs == refs + 1
+    assert mw._Server.httpd is not None and mw._Server.refs == refs + 1
     dev.close()
-    assert mw._Server.refs == refs and mw.server_running() == (refs > 0)
+    assert mw._Server.refs == refs and (mw._Server.httpd is not None) == (refs > 0)
     with pytest.raises(ConfigError, match="serve"):
         make("miniwob/focus-text", serve="ftp")
 

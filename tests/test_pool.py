@@ -9,11 +9,11 @@ import textwrap
 
 import numpy as np
 import pytest
-from pool_helpers import children_now, episode_length, wait_clean
+from pool_helpers import children_now, episode_length, refusing_device, wait_clean
 
 from devicerl.actions import Action
 from devicerl.agents import ActionSample
-from devicerl.envs import EnvSpec, make
+from devicerl.envs import EnvSpec, make, register
 from devicerl.errors import ConfigError
 from devicerl.pool import EnvPool
 from devicerl.records import EndReason
@@ -137,9 +137,12 @@ def test_bad_configuration_fails_clearly() -> None:
         EnvPool([EnvSpec("synthetic"), EnvSpec("synthetic")], 3, STEPS)
     with pytest.raises(ConfigError, match="unknown worker kind"):
         EnvPool(EnvSpec("synthetic"), 1, STEPS, worker="threads")
-    bad_kwarg = EnvPool(EnvSpec("synthetic", {"bogus": 1}), 1, STEPS)
-    with bad_kwarg, pytest.raises(ConfigError, match=r"device 0 .*bogus"):
-        bad_kwarg.recv(timeout=10)
+    with pytest.raises(ConfigError, match=r"unknown config key 'synthetic\.bogus'"):
+        EnvSpec("synthetic", {"bogus": 1})  # named where the device is named, not in a worker
+    register("refusing", refusing_device, overwrite=True)
+    refusing = EnvPool(EnvSpec("refusing"), 1, STEPS)
+    with refusing, pytest.raises(ConfigError, match=r"device 0 .*refuses to start"):
+        refusing.recv(timeout=10)
     bad_task = EnvPool(EnvSpec("synthetic"), 1, [Task("synthetic/zzz")], worker="serial")
     with bad_task, pytest.raises(ConfigError, match="unknown task 'synthetic/zzz'"):
         bad_task.recv(timeout=10)

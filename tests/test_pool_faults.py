@@ -16,6 +16,7 @@ from pool_helpers import HelperDevice, children_now, episode_length, tagged_proc
 
 from devicerl.actions import Action
 from devicerl.envs import EnvSpec, register
+from devicerl.envs.synthetic import SyntheticOptions
 from devicerl.errors import DeviceError
 from devicerl.pool import EnvPool, SupervisorConfig
 from devicerl.pool.supervisor import Supervisor, kill_process_tree
@@ -24,7 +25,7 @@ from devicerl.tasks import Task, TaskSampler
 
 STEPS = [Task("synthetic/steps", max_steps=10, env="synthetic")]
 TAP = Action.tap(0.5, 0.5)
-register("helperdev/*", HelperDevice, overwrite=True)
+register("helperdev/*", HelperDevice, options=SyntheticOptions, overwrite=True)
 
 
 def _cause(t) -> str:

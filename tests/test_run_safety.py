@@ -160,7 +160,7 @@ def test_default_output_names_are_unique(tmp_path) -> None:
         ("tasks.eval=synthetic/tapp", "tasks.eval"),
         ("tasks.train=nosuchsuite/x", "tasks.train"),
         ("env.name=nosuchdevice", "env.name"),
-        ("env.kwargs={scren: [64, 64]}", "scren"),
+        ("env.options={scren: [64, 64]}", "scren"),
         ("agent.path=/nonexistent/agent", "agent.path"),
         ("agent.kind=smal", "agent.kind"),
     ],
@@ -179,7 +179,7 @@ def test_resume_validates_before_rewriting_config(tmp_path) -> None:
     first = _cli("train", "--out", str(run), *FAST, "env.worker=serial", "max_iterations=1")
     assert first.returncode == 0, first.stderr
     before = _snapshot(run)
-    for bad in ("env.name=nosuchdevice", "tasks.eval=synthetic/nope", "env.kwargs={bogus: 1}"):
+    for bad in ("env.name=nosuchdevice", "tasks.eval=synthetic/nope", "env.options={bogus: 1}"):
         proc = _cli("train", "--resume", str(run), bad, "max_iterations=2")
         _one_line_error(proc)
         assert _snapshot(run) == before, bad

@@ -12,6 +12,7 @@ from itertools import pairwise
 
 import pytest
 import torch
+from _runs import element_at
 
 from devicerl.actions import Action, ActionType
 from devicerl.agents.config import SmallAgentConfig
@@ -24,7 +25,7 @@ from devicerl.errors import ConfigError
 from devicerl.runtime.acting.rollout import rollout
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import resolve
-from devicerl.tasks.miniwob import _Server
+from devicerl.tasks.miniwob import MiniWoBOptions, _Server
 from devicerl.tasks.webskills import FAMILIES, REACH_FAMILIES, WebSkillsSuite
 
 pytestmark = pytest.mark.browser
@@ -108,7 +109,7 @@ def test_a_swipe_that_starts_on_a_link_scrolls_its_list(env):
     for seed in (37, 51):
         obs = env.reset("webskills-reach/scroll-find", seed=seed)
         x0, y0, _, _ = env.oracle()[0]["drag"]
-        start = obs.element_at(*obs.to_normalised(x0, y0))
+        start = element_at(obs, *obs.to_normalised(x0, y0))
         assert start is not None and start.attrs.get("tag") == "a"
         t = rollout(env, PlanOracle(), "webskills-reach/scroll-find", seed)
         assert t.success and t.steps[0].action.is_swipe
@@ -191,7 +192,7 @@ def test_equal_seeds_give_equal_pages(env):
 def test_pages_are_served_beside_the_core_scripts_and_nothing_else():
     WebSkillsSuite()  # mounts the pages
     with pytest.raises(ConfigError, match="serve='http'"):
-        WebSkillsSuite(serve="file")
+        WebSkillsSuite(MiniWoBOptions(serve="file"))
     base = _Server.acquire()
     try:
         for path in ("webskills/fill-form.html", "webskills/common.js", "core/core.js"):
@@ -207,10 +208,10 @@ def test_pages_are_served_beside_the_core_scripts_and_nothing_else():
 
 def test_the_pretraining_commands_make_an_agent_a_run_starts_from(tmp_path, capsys):
     demos, pre = tmp_path / "demos", tmp_path / "pre"
-    small = ["env.num_envs=1", "env.kwargs.task_pages=1", "tasks.train=webskills/tap-element"]
+    small = ["env.num_envs=1", "env.options.task_pages=1", "tasks.train=webskills/tap-element"]
     cfg = "webskills-pretrain"  # a shipped setup, by name
     assert cli(["collect", "--config", cfg, "--out", str(demos), "agent.kind=oracle",
-                "env_steps=12", *small]) == 0  # fmt: skip
+                "agent.small={}", "env_steps=12", *small]) == 0  # fmt: skip
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["successes"] == summary["episodes"] > 0
     assert cli(["train", "--config", cfg, "--out", str(pre), f"offline_data={demos}",

@@ -59,7 +59,7 @@ class APIAgentConfig:
     """The endpoint the API agent sends to (``agent.api``).
 
     The screenshot is sent whenever the observation has one; a run that wants none configures
-    its devices without screenshots (``env.kwargs: {screenshot: false}`` for browser and
+    its devices without screenshots (``env.options: {screenshot: false}`` for browser and
     Android devices, ``{render: false}`` for synthetic ones). What else a request holds is the
     agent's own settings (`APIAgent`; a run's ``agent.history``, ``agent.include_elements``,
     ``agent.temperature``)."""

@@ -267,7 +267,7 @@ SMALL_HEADS: dict[str, str] = {
 #: The optional inputs of the small agent (``agent.small.inputs``): name -> what it adds.
 SMALL_INPUTS: dict[str, str] = {
     "pixels": "per-element and per-grid-cell features of the screenshot from a small CNN "
-    "(with env.kwargs.screenshot=true)",
+    "(with env.options.screenshot=true)",
     "field_labels": "text fields known by their label's words (docs/agents.md)",
 }
 

@@ -21,16 +21,6 @@ import torch
 import torch.nn.functional as F
 
 
-def mc_returns(rewards: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Monte-Carlo returns G_t = sum_{k>=t} gamma^(k-t) r_k of one trajectory (1-D)."""
-    out = torch.zeros_like(rewards, dtype=torch.float32)
-    running = 0.0
-    for t in range(rewards.shape[0] - 1, -1, -1):
-        running = float(rewards[t]) + gamma * running
-        out[t] = running
-    return out
-
-
 def step_advantages(
     values: torch.Tensor,
     next_values: torch.Tensor,
@@ -66,11 +56,6 @@ def top_p_mask(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     k = max(1, math.ceil(top_p * n))
     cutoff = torch.topk(scores, k).values.min()
     return scores >= cutoff
-
-
-def curriculum_mask(instr_advantages: torch.Tensor, top_p: float) -> torch.Tensor:
-    """DigiRL's instruction-level curriculum: keep the top-p trajectories by A_instr."""
-    return top_p_mask(instr_advantages, top_p)
 
 
 def rehearsal_mask(
@@ -113,8 +98,3 @@ def two_head_bce(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy for a two-head step critic: ``logits`` is (N, 2); both heads learn."""
     t = targets.to(logits.dtype).unsqueeze(-1).expand_as(logits)
     return F.binary_cross_entropy_with_logits(logits, t)
-
-
-def two_head_value(logits: torch.Tensor) -> torch.Tensor:
-    """The step value: the minimum of the two heads' success probabilities."""
-    return torch.sigmoid(logits).min(dim=-1).values

@@ -94,10 +94,6 @@ class Selection:
     groups: list[list[Trajectory]] = field(default_factory=list)
 
 
-class SelectionStep(Protocol):
-    def __call__(self, sel: Selection) -> Selection: ...
-
-
 def success_of(data: Sequence[Trajectory]) -> torch.Tensor:
     """r_H of each trajectory: 1 for a success, else 0."""
     return torch.tensor([1.0 if t.success else 0.0 for t in data])

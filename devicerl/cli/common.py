@@ -69,11 +69,16 @@ def _default(f: dataclasses.Field) -> Any:
 
 def config_options(cls: type, prefix: str = "") -> list[tuple[str, str, str, Any]]:
     """(dotted key, type, help, default) for every leaf option of a config dataclass; an
-    optional section (``autoui: AutoUIOptions | None``) lists its options too."""
+    optional section (``autoui: AutoUIOptions | None``) lists its options too, and a section
+    whose dataclass another option picks (``env.options``, metadata ``variants``) those of
+    every dataclass it can be."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         key = f"{prefix}{f.name}"
+        if "variants" in f.metadata:
+            out += _variant_options(f.metadata["variants"](), prefix=f"{key}.")
+            continue
         tp = hints[f.name]
         section = _section(tp)
         if section is not None:
@@ -83,6 +88,24 @@ def config_options(cls: type, prefix: str = "") -> list[tuple[str, str, str, Any
         bounds = bounds_text(f.metadata)
         text = f"{text} ({bounds})" if bounds else text
         out.append((key, _type_label(tp), text, _default(f)))
+    return out
+
+
+def _variant_options(
+    variants: dict[type, list[str]], prefix: str
+) -> list[tuple[str, str, str, Any]]:
+    """The options of each dataclass in ``variants`` (class -> the names that pick it, e.g.
+    the devices that take it), each marked with those names and listed once: a class built on
+    another listed one (`MiniWoBOptions` on `BrowserOptions`) adds only its own fields."""
+    out = []
+    for cls, _ in variants.items():
+        takers = [n for c, names in variants.items() if issubclass(c, cls) for n in names]
+        inherited = {
+            f.name for base in cls.__mro__[1:] if base in variants for f in dataclasses.fields(base)
+        }
+        for key, tp, text, default in config_options(cls, prefix):
+            if key[len(prefix) :].split(".")[0] not in inherited:
+                out.append((key, tp, f"{text} [{', '.join(takers)}]".strip(), default))
     return out
 
 

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     config = resolve_config(args)
     if args.json is not None:
         check_json_output(Path(args.json))  # before judging: the work is not lost to a bad path
-        check_apart(args.json, [("RUN_OR_DATA", args.data)], what="--json")
+        # the report may go inside the run folder, not into the store it reads
+        check_apart(args.json, [("RUN_OR_DATA's store", find_store(args.data))], what="--json")
     store = TrajectoryStore(find_store(args.data), skip_bad=True)  # one bad shard costs its own
     if not store.shards():
         raise DataError(f"{args.data}: no stored episodes (not a run or trajectory store folder)")

@@ -266,6 +266,7 @@ class ChatClient:
 
         self._http = httpx.Client(timeout=config.timeout_s, transport=transport)
         self._lock = threading.Lock()
+        self._refused: ChatAuthError | None = None  # the endpoint refused the key: it will again
         self.stats = ChatStats()
 
     def __repr__(self) -> str:  # never shows the key
@@ -320,6 +321,8 @@ class ChatClient:
             if left is not None:
                 timeout = max(0.001, min(timeout, left))
             with self._sem:
+                if self._refused is not None:  # refused while this call waited its turn
+                    raise self._refused
                 self._bucket.acquire()
                 with self._lock:
                     self.stats.requests += 1
@@ -343,9 +346,11 @@ class ChatClient:
                     last = f"HTTP {status}: {resp.text[:200]}"
                     retry_after = resp.headers.get("retry-after")
                 elif status in (401, 403):
+                    refused = ChatAuthError(self._auth_message(url, status), status, attempt + 1)
                     with self._lock:
                         self.stats.failures += 1
-                    raise ChatAuthError(self._auth_message(url, status), status, attempt + 1)
+                        self._refused = refused
+                    raise refused
                 else:
                     with self._lock:
                         self.stats.failures += 1

@@ -58,10 +58,6 @@ def check_codec(codec: str) -> str:
     return codec
 
 
-def is_lossless(codec: str) -> bool:
-    return _parse_spec(codec)[0] in ("png", "webp-lossless", "raw")
-
-
 def encode_image(pixels: np.ndarray, codec: str = DEFAULT_CODEC) -> bytes:
     """H x W x 3 uint8 pixels -> compressed bytes in ``codec``."""
     name, arg = _parse_spec(codec)
@@ -110,6 +106,37 @@ def _check_size(fmt: str, width: int, height: int, channels: int = 3) -> None:
         )
 
 
+def _open_checked(fmt: str, data: bytes) -> Any:
+    """A Pillow image of ``data`` (header read, nothing decoded), its claimed size checked."""
+    from PIL import Image
+
+    if fmt == "png" and len(data) >= 24:  # the header states the size: check it first
+        _check_size(fmt, *struct.unpack(">II", data[16:24]))
+    try:
+        img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError:
+        raise DataError(f"{fmt} image claims more than the {MAX_PIXELS} pixels allowed") from None
+    _check_size(fmt, *img.size)
+    return img
+
+
+def image_size(data: bytes) -> tuple[str, int, int]:
+    """The format (as `image_format`) and the (width, height) an image claims, from its
+    header: nothing is decoded; the size is checked as `decode_image` checks it."""
+    fmt = image_format(data)
+    try:
+        if fmt == "raw":
+            h, w, c = struct.unpack("<III", data[8:20])
+            _check_size(fmt, w, h, c)
+            return fmt, w, h
+        with _open_checked(fmt, data) as img:
+            return fmt, img.size[0], img.size[1]
+    except DataError:
+        raise
+    except Exception as e:
+        raise DataError(f"cannot decode {fmt} image: {e}") from None
+
+
 def decode_image(data: bytes) -> np.ndarray:
     """Compressed bytes (any supported codec) -> H x W x 3 uint8 pixels. The size the image
     claims is checked (`MAX_PIXELS`) before anything is decoded."""
@@ -122,31 +149,12 @@ def decode_image(data: bytes) -> np.ndarray:
             _check_size(fmt, w, h, c)
             raw = pa.decompress(data[20:], decompressed_size=h * w * c, codec="zstd", asbytes=True)
             return np.frombuffer(raw, dtype=np.uint8).reshape(h, w, c).copy()
-        from PIL import Image
-
-        if fmt == "png" and len(data) >= 24:  # the header states the size: check it first
-            _check_size(fmt, *struct.unpack(">II", data[16:24]))
-        try:
-            img = Image.open(io.BytesIO(data))
-        except Image.DecompressionBombError:
-            raise DataError(
-                f"{fmt} image claims more than the {MAX_PIXELS} pixels allowed"
-            ) from None
-        with img:
-            _check_size(fmt, *img.size)
+        with _open_checked(fmt, data) as img:
             return np.asarray(img.convert("RGB"), dtype=np.uint8).copy()
     except DataError:
         raise
     except Exception as e:
         raise DataError(f"cannot decode {fmt} image: {e}") from None
-
-
-def to_browser_image(data: bytes) -> tuple[bytes, str]:
-    """Bytes a browser can show, and their file extension (re-encodes ``raw`` as PNG)."""
-    fmt = image_format(data)
-    if fmt == "raw":
-        return encode_image(decode_image(data), "png"), "png"
-    return data, "jpg" if fmt == "jpeg" else fmt
 
 
 def image_error(a: np.ndarray, b: np.ndarray) -> dict[str, float]:

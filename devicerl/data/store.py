@@ -14,6 +14,10 @@
   ``manifest-<writer id>.jsonl``; a reader checks each shard against it once (per store
   object) before using it, so same-size corruption (a flipped byte in a screenshot) is found,
   not decoded into wrong data. Shards written before manifests existed are read unchecked.
+- The index: beside the manifest each writer keeps ``index-<writer id>.jsonl``, one line per
+  shard (its name, size and its episodes' columns), written before the shard is published, so
+  `index` lists a large store's episodes from these lines instead of opening every shard
+  (shards without a line, from older writers, are read as before).
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ import pyarrow.parquet as pq
 
 from devicerl.data.codec import DEFAULT_CODEC, check_codec
 from devicerl.data.schema import (
-    ADDED_AFTER_V1,
     EPISODE_COLUMNS,
+    LAYOUT,
     META_VERSION,
     SCHEMA,
     STORE_VERSION,
@@ -52,27 +56,38 @@ logger = logging.getLogger(__name__)
 
 SHARD_GLOB = "shard-*.parquet"
 MANIFEST_GLOB = "manifest-*.jsonl"
+INDEX_GLOB = "index-*.jsonl"
 #: Bounds on what one shard may hold: its size on disk, and what it decodes to (its row groups'
 #: uncompressed size, from its footer): a small file can claim any size.
 MAX_SHARD_BYTES = 4 << 30
 MAX_SHARD_DECODED = 8 << 30
 MAX_MANIFEST_BYTES = 64 << 20
+MAX_INDEX_BYTES = 256 << 20
 
 
-def _write_atomic(table: pa.Table, path: Path, fsync: bool, manifest: Path) -> None:
-    """Temp file, its hash into ``manifest``, then rename: every published shard is listed."""
+def _append_line(path: Path, entry: dict[str, Any], fsync: bool) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def _write_atomic(table: pa.Table, path: Path, fsync: bool, writer_id: str) -> None:
+    """Temp file, its hash into the writer's manifest and its episodes into the writer's
+    index, then rename: every published shard is listed in both."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         pq.write_table(table, f, compression="zstd")
         if fsync:
             f.flush()
             os.fsync(f.fileno())
-    entry = {"shard": path.name, "size": tmp.stat().st_size, "sha256": file_sha256(tmp)}
-    with open(manifest, "a", encoding="utf-8") as m:
-        m.write(json.dumps(entry) + "\n")
-        if fsync:
-            m.flush()
-            os.fsync(m.fileno())
+    size = tmp.stat().st_size
+    entry = {"shard": path.name, "size": size, "sha256": file_sha256(tmp)}
+    _append_line(path.parent / f"manifest-{writer_id}.jsonl", entry, fsync)
+    episodes = table.filter(_final_rows(table)).select(EPISODE_COLUMNS).to_pylist()
+    entry = {"shard": path.name, "size": size, "version": STORE_VERSION, "episodes": episodes}
+    _append_line(path.parent / f"index-{writer_id}.jsonl", entry, fsync)
     os.replace(tmp, path)
     if fsync:
         fd = os.open(path.parent, os.O_RDONLY)
@@ -189,7 +204,7 @@ class TrajectoryWriter:
     def write_table(self, table: pa.Table) -> Path:
         """Write an already-built shard table as this writer's next shard, atomically."""
         path = self.folder / f"shard-{self.writer_id}-{self._seq:06d}.parquet"
-        _write_atomic(table, path, self.fsync, self.folder / f"manifest-{self.writer_id}.jsonl")
+        _write_atomic(table, path, self.fsync, self.writer_id)
         self._seq += 1
         self.shards_written.append(path)
         return path
@@ -212,8 +227,10 @@ def _check_file(path: Path) -> None:
     """A shard is a regular file inside its store folder (a FIFO, a device or a link out of
     the folder named like one is refused, never opened) of a bounded size."""
     try:
-        inside(path.parent, path, what="trajectory shard")
-        st = os.stat(path)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):  # only a link can lead out (resolving costs: not always)
+            inside(path.parent, path, what="trajectory shard")
+            st = os.stat(path)
     except FileNotFoundError:
         raise DataError(f"trajectory shard {path} does not exist") from None
     except (OSError, PathError) as e:
@@ -252,9 +269,7 @@ def _open_shard(path: Path) -> pq.ParquetFile:
             f"{path} has store version {int(version)}, newer than this devicerl "
             f"({STORE_VERSION}); upgrade devicerl to read it"
         )
-    names = set(schema.names)
-    later = () if int(version) >= STORE_VERSION else ADDED_AFTER_V1
-    missing = [n for n in SCHEMA.names if n not in names and n not in later]
+    missing = sorted(LAYOUT.required - set(schema.names))
     if missing:
         raise DataError(f"trajectory shard {path} lacks columns {missing}")
     return pf
@@ -272,11 +287,11 @@ def _read(
         table = pf.read(columns=[c for c in wanted if c in present])
     except Exception as e:
         raise DataError(f"corrupt or partial trajectory shard {path}: {e}") from None
-    for i, name in enumerate(wanted):  # an older shard lacks the columns added since: unset
+    for name in wanted:  # an older shard lacks the columns added since: their defaults
         if name not in present:
             field = SCHEMA.field(name)
-            table = table.add_column(i, field, pa.nulls(table.num_rows, field.type))
-    return table
+            table = table.append_column(field, pa.nulls(table.num_rows, field.type))
+    return table.select(wanted)
 
 
 class TrajectoryStore:
@@ -404,18 +419,92 @@ class TrajectoryStore:
     def read_all(self, **filters: Any) -> list[Trajectory]:
         return list(self.iter_trajectories(**filters))
 
-    def index(self) -> pa.Table:
-        """One row per episode (episode columns plus ``shard``), without pixels or steps."""
-        parts = []
-        for path, table in self._tables([*EPISODE_COLUMNS, "is_final"], _final_rows):
-            table = table.drop(["is_final"])
-            parts.append(table.append_column("shard", pa.array([path.name] * table.num_rows)))
+    def index(self, *, verify: bool = True) -> pa.Table:
+        """One row per episode (episode columns plus ``shard``), without pixels or steps.
+
+        A shard the writers' index files list (with its size) is not opened: its episodes come
+        from its line. ``verify`` (the default) still checks each such shard against its
+        manifest (size and sha256), so a corrupt shard's episodes are left out (or raise) as
+        when reading; ``verify=False`` checks only that the shard is there with the listed
+        size, so listing a large store reads no shard (what `devicerl view` needs: the
+        episodes it shows are checked as it reads them). Unlisted shards are read."""
+        listed = self._listed()
+        parts: list[pa.Table] = []
+        run: list[tuple[Path, list[dict[str, Any]]]] = []  # listed shards in a row
+        for path in self.shards():
+            entry = listed.get(path.name)
+            usable = self._guard(
+                path, lambda p=path, e=entry: e is not None and self._listed_ok(p, e[0], verify)
+            )
+            if usable is None:
+                continue  # a bad shard (skipped and recorded)
+            if usable:
+                run.append((path, entry[1]))  # type: ignore[index]
+                continue
+            parts += self._from_lines(run) + self._index_read([path])
+            run = []
+        parts += self._from_lines(run)
         if not parts:
-            fields = [SCHEMA.field(n) for n in EPISODE_COLUMNS] + [pa.field("shard", pa.string())]
-            return pa.schema(fields).empty_table()
+            return _INDEX_SCHEMA.empty_table()
         table = pa.concat_tables(parts)
         _, first = _unique_first(table.column("episode_id").to_pylist())
         return table.take(first)
+
+    def _listed_ok(self, path: Path, size: int, verify: bool) -> bool:
+        """Whether the listed ``size`` of ``path`` can stand for reading it (raises
+        `DataError` where reading would)."""
+        if not verify:
+            try:
+                return path.stat().st_size == size
+            except OSError:
+                return False
+        self.verify(path)
+        return path.name in self._hashes and self._hashes[path.name][0] == size
+
+    def _from_lines(self, run: list[tuple[Path, list[dict[str, Any]]]]) -> list[pa.Table]:
+        """The index part of listed shards, from their lines (read from the shards instead
+        when the lines do not fit the columns)."""
+        rows = [{**r, "shard": path.name} for path, listed in run for r in listed]
+        if not rows:
+            return []
+        try:
+            return [pa.Table.from_pylist(rows, schema=_INDEX_SCHEMA)]
+        except (pa.ArrowException, TypeError, ValueError):
+            logger.warning("store index lines of %s do not fit: reading the shards", self.folder)
+            return self._index_read([path for path, _ in run])
+
+    def _index_read(self, paths: list[Path]) -> list[pa.Table]:
+        """The index part of ``paths``, read from the shards."""
+        parts = []
+        for path in paths:
+            table = self._guard(path, lambda p=path: self._read(p, [*EPISODE_COLUMNS, "is_final"]))
+            if table is None:
+                continue
+            table = table.filter(_final_rows(table)).drop(["is_final"])
+            parts.append(table.append_column("shard", pa.array([path.name] * table.num_rows)))
+        return parts
+
+    def _listed(self) -> dict[str, tuple[int, list[dict[str, Any]]]]:
+        """The writers' index lines by shard name: (size, episode rows). An unreadable file or
+        a line that does not parse, or of another store version, lists nothing (its shards
+        are read)."""
+        out: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+        for f in sorted(self.folder.glob(INDEX_GLOB)):
+            try:
+                data = read_bytes(f, MAX_INDEX_BYTES, within=self.folder, what="store index")
+            except DataError as e:
+                logger.warning("ignoring store index: %s", e)
+                continue
+            for line in data.splitlines():
+                try:
+                    e = json.loads(line)
+                    name, size, rows = str(e["shard"]), int(e["size"]), e["episodes"]
+                    current = e["version"] == STORE_VERSION
+                except (ValueError, KeyError, TypeError):
+                    continue  # a torn last line (crash while appending): its shard is read
+                if current and isinstance(rows, list) and all(isinstance(r, dict) for r in rows):
+                    out[name] = (size, rows)
+        return out
 
     def load(self, episode_ids: Sequence[str], screenshots: bool = True) -> list[Trajectory]:
         """Trajectories by id, in the order asked; unknown ids raise DataError."""
@@ -430,10 +519,40 @@ class TrajectoryStore:
         *,
         screenshots: bool = True,
         index: pa.Table | None = None,
+        newest_first: bool = False,
     ) -> Iterator[Trajectory]:
         """Trajectories by id, shard by shard (each shard read once, in name order), so a
         caller can stream many episodes without holding them all; ``index`` (from `index`)
-        saves reading the episode columns again. Unknown ids raise DataError."""
+        saves reading the episode columns again; ``newest_first``: in the reverse of the
+        order they were written. Unknown ids raise DataError."""
+        columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
+        for path, table in self._episode_tables(episode_ids, index, columns, newest_first):
+            trajs = self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots)))
+            yield from reversed(trajs or []) if newest_first else trajs or []
+
+    def iter_stored_screens(
+        self,
+        episode_ids: Sequence[str],
+        *,
+        index: pa.Table | None = None,
+        newest_first: bool = False,
+    ) -> Iterator[tuple[Trajectory, list[bytes | None]]]:
+        """`iter_load` without decoding a pixel: each trajectory (no screenshots) with its
+        screenshots as stored, one per row (its steps', then its final observation's; None
+        where none was stored; a row that repeats an earlier screen gets that row's bytes
+        object), for a reader that shows them as they are (`devicerl view`)."""
+        for path, table in self._episode_tables(episode_ids, index, None, newest_first):
+            got = self._guard(path, lambda t=table: _with_stored_screens(t))
+            yield from reversed(got or []) if newest_first else got or []
+
+    def _episode_tables(
+        self,
+        episode_ids: Sequence[str],
+        index: pa.Table | None,
+        columns: Sequence[str] | None,
+        newest_first: bool,
+    ) -> Iterator[tuple[Path, pa.Table]]:
+        """The rows of ``episode_ids``, a table per shard (bad shards skipped or raised)."""
         index = self.index() if index is None else index
         shard_of = dict(
             zip(index.column("episode_id").to_pylist(), index.column("shard").to_pylist())
@@ -444,15 +563,12 @@ class TrajectoryStore:
         by_shard: dict[str, list[str]] = {}
         for e in episode_ids:
             by_shard.setdefault(shard_of[e], []).append(e)
-        columns = None if screenshots else [n for n in SCHEMA.names if n != "screenshot"]
-        for name in sorted(by_shard):
+        for name in sorted(by_shard, reverse=newest_first):
             path = self.folder / name
             table = self._guard(path, lambda p=path: self._read(p, columns))
-            if table is None:
-                continue
-            table = table.filter(pc.is_in(table.column("episode_id"), pa.array(by_shard[name])))
-            trajs = self._guard(path, lambda t=table: list(table_to_trajectories(t, screenshots)))
-            yield from trajs or []
+            if table is not None:
+                wanted = pc.is_in(table.column("episode_id"), pa.array(by_shard[name]))
+                yield path, table.filter(wanted)
 
     def __len__(self) -> int:
         return self.index().num_rows
@@ -492,6 +608,33 @@ def _merge(writer: TrajectoryWriter, paths: list[Path]) -> None:
     writer.write_table(pa.concat_tables([t.replace_schema_metadata(meta) for t in tables]))
     for p in paths:
         p.unlink()
+
+
+#: The columns of `TrajectoryStore.index`.
+_INDEX_SCHEMA = pa.schema(
+    [SCHEMA.field(n) for n in EPISODE_COLUMNS] + [pa.field("shard", pa.string())]
+)
+
+
+def _with_stored_screens(table: pa.Table) -> list[tuple[Trajectory, list[bytes | None]]]:
+    """The trajectories of a shard table without pixels, each with its rows' stored
+    screenshots (references to an earlier row resolved to that row's bytes)."""
+    trajs = list(table_to_trajectories(table.drop(["screenshot"]), screenshots=False))
+    shots, refs, steps, finals = (
+        table.column(n).to_pylist()
+        for n in ("screenshot", "screenshot_ref", "step_index", "is_final")
+    )
+    screens: list[list[bytes | None]] = []
+    own: dict[int, bytes] = {}
+    rows: list[bytes | None] = []
+    for shot, ref, step, final in zip(shots, refs, steps, finals):
+        if shot is not None:
+            own[step] = shot
+        rows.append(shot if shot is not None else own.get(ref) if ref is not None else None)
+        if final:
+            screens.append(rows)
+            own, rows = {}, []
+    return list(zip(trajs, screens))
 
 
 def _final_rows(table: pa.Table) -> Any:

@@ -1,55 +1,73 @@
-"""Registry of device backends: ``make(name, **kwargs)``.
+"""Registry of device kinds: ``make(name, **options)``.
 
-Names are exact (``"synthetic"``, ``"browser"``) or patterns ending in ``/*`` (``"miniwob/*"``):
+A name is exact (``"synthetic"``, ``"browser"``) or a pattern ending in ``/*`` (``"miniwob/*"``):
 ``make("miniwob/click-test")`` calls the ``miniwob/*`` factory with ``task="miniwob/click-test"``.
-Factories may be given as ``"module:attr"`` strings so optional backends import lazily.
+Each name registers its factory and the dataclass of its options (`register`), and a factory is
+called as ``factory(task=..., options=<that dataclass>)``. Options reach a device only through
+that dataclass, read by the config loader (`devicerl.config.from_dict`: types, bounds from field
+metadata, one-line errors naming the key), whether they come from a run config's
+``env.options`` or from ``make(name, screenshot=False)``. Adding a device kind is its options
+dataclass plus one `register` line. Factories and option classes may be given as
+``"module:attr"`` strings so optional backends import lazily.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
-import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from devicerl.config import from_dict
 from devicerl.envs.base import DeviceEnv
 from devicerl.errors import ConfigError
 
 Factory = Callable[..., DeviceEnv]
 
-_REGISTRY: dict[str, Factory | str] = {}
+
+@dataclass
+class NoOptions:
+    """The options of a device kind that takes none."""
 
 
-def register(name: str, factory: Factory | str, *, overwrite: bool = False) -> None:
-    """Register a backend under ``name`` (exact, or a ``prefix/*`` pattern)."""
+@dataclass(frozen=True)
+class _Kind:
+    factory: Factory | str
+    options: type | str
+
+
+_REGISTRY: dict[str, _Kind] = {}
+
+
+def register(
+    name: str,
+    factory: Factory | str,
+    *,
+    options: type | str = NoOptions,
+    overwrite: bool = False,
+) -> None:
+    """Register a backend under ``name`` (exact, or a ``prefix/*`` pattern) with the dataclass
+    of its options (a class or ``"module:attr"``)."""
     if name in _REGISTRY and not overwrite:
         raise ConfigError(f"device {name!r} is already registered")
-    _REGISTRY[name] = factory
+    _REGISTRY[name] = _Kind(factory, options)
 
 
 def registered() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def _load(factory: Factory | str) -> Factory:
-    if isinstance(factory, str):
-        module, _, attr = factory.partition(":")
+def _load(target: Any) -> Any:
+    if isinstance(target, str):
+        module, _, attr = target.partition(":")
         return getattr(importlib.import_module(module), attr)
-    return factory
+    return target
 
 
-def lookup(name: str) -> tuple[Factory | str, dict[str, Any]]:
-    """The registry entry `make` uses for ``name`` and the keyword arguments it adds.
-
-    Worker processes receive this pair instead of the name, because a backend registered at
-    run time in the parent is missing from a fresh process's registry.
-    """
+def _entry(name: str) -> tuple[_Kind, dict[str, Any]]:
     if name in _REGISTRY:
         return _REGISTRY[name], {}
-    prefix = name.split("/", 1)[0]
-    pattern = f"{prefix}/*"
+    pattern = f"{name.split('/', 1)[0]}/*"
     if "/" in name and pattern in _REGISTRY:
         return _REGISTRY[pattern], {"task": name}
     raise ConfigError(
@@ -58,60 +76,72 @@ def lookup(name: str) -> tuple[Factory | str, dict[str, Any]]:
     )
 
 
+def lookup(name: str) -> tuple[Factory | str, dict[str, Any]]:
+    """The registry entry `make` uses for ``name`` and the keyword arguments it adds.
+
+    Worker processes receive this pair instead of the name, because a backend registered at
+    run time in the parent is missing from a fresh process's registry.
+    """
+    kind, extra = _entry(name)
+    return kind.factory, extra
+
+
+def options_type(name: str) -> type:
+    """The options dataclass of device ``name``."""
+    return _load(_entry(name)[0].options)
+
+
+def option_kinds() -> dict[type, list[str]]:
+    """Every options dataclass with the names registered with it (for ``--help``)."""
+    out: dict[type, list[str]] = {}
+    for name in registered():
+        out.setdefault(_load(_REGISTRY[name].options), []).append(name)
+    return out
+
+
+def read_options(name: str, options: Any = None, key: str | None = None) -> Any:
+    """Device ``name``'s options from ``options``: None (the defaults), a mapping (read by the
+    config loader, errors named after ``key``, default the device's name) or the dataclass
+    itself."""
+    cls = options_type(name)
+    if options is None:
+        options = {}  # the defaults, or one line naming what has none
+    if isinstance(options, Mapping):
+        return from_dict(cls, options, prefix=key or name)
+    if not isinstance(options, cls):
+        raise ConfigError(
+            f"{key or name}: expected a mapping (the options of device {name!r}, "
+            f"{cls.__name__}), got {type(options).__name__}"
+        )
+    return options
+
+
 def build(factory: Factory | str, kwargs: dict[str, Any]) -> DeviceEnv:
     """Call a registry entry (a factory or a ``"module:attr"`` string) with ``kwargs``."""
     return _load(factory)(**kwargs)
 
 
-def make(name: str, **kwargs: Any) -> DeviceEnv:
-    """Build a device by registry name; a ``suite/task`` name also sets the default task."""
+def make(name: str, options: Any = None, /, **fields: Any) -> DeviceEnv:
+    """Build a device by registry name; a ``suite/task`` name also sets the default task.
+    ``options`` is its options dataclass, or give them by name: ``make("browser",
+    screenshot=False)``."""
+    if options is not None and fields:
+        raise ConfigError(f"{name}: give options as a dataclass or by name, not both")
     factory, extra = lookup(name)
-    return build(factory, {**extra, **kwargs})
-
-
-def check_options(name: str, kwargs: Mapping[str, Any]) -> None:
-    """Raise `ConfigError` when ``name`` is unknown or its factory takes no option of one of
-    ``kwargs``' names, without building a device (no browser or emulator is started).
-
-    A factory that passes ``**options`` on names where they go in ``forwards_options_to``
-    (a callable or ``"module:attr"``); without it, any option is accepted here.
-    """
-    factory, _ = lookup(name)
-    accepted = _accepted_options(_load(factory))
-    if accepted is None:
-        return
-    unknown = sorted(k for k in kwargs if k not in accepted)
-    if unknown:
-        near = difflib.get_close_matches(unknown[0], sorted(accepted), n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ConfigError(f"device {name!r} has no option {unknown[0]!r}{hint}")
-
-
-def _accepted_options(fn: Callable[..., Any]) -> set[str] | None:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    names = {
-        p.name
-        for p in params
-        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in ("self", "task")
-    }
-    if any(p.kind is p.VAR_KEYWORD for p in params):
-        target = getattr(fn, "forwards_options_to", None)
-        if target is None:
-            return None
-        more = _accepted_options(_load(target))
-        return None if more is None else names | more
-    return names
+    return build(factory, {**extra, "options": read_options(name, options or fields or None)})
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """A picklable recipe for a device: what worker processes receive to build their own."""
+    """A picklable recipe for a device: what worker processes receive to build their own.
+    ``options`` (the device's options dataclass, or a mapping read into it) is checked here,
+    in the process that names the device."""
 
     name: str
-    kwargs: dict[str, Any] = field(default_factory=dict, hash=False)
+    options: Any = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", read_options(self.name, self.options))
 
     def make(self) -> DeviceEnv:
-        return make(self.name, **self.kwargs)
+        return make(self.name, self.options)

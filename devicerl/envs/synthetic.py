@@ -31,7 +31,7 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -62,18 +62,21 @@ class Latency:
     ``slow_factor`` (occasional very slow resets).
     """
 
-    kind: str = "zero"
-    value: float = 0.0
-    low: float = 0.0
-    high: float = 0.0
-    median: float = 0.0
+    kind: Literal["zero", "constant", "uniform", "lognormal"] = "zero"
+    value: float = field(default=0.0, metadata={"min": 0})
+    low: float = field(default=0.0, metadata={"min": 0})
+    high: float = field(default=0.0, metadata={"min": 0})
+    median: float = field(default=0.0, metadata={"min": 0})
     sigma: float = 1.0
-    slow_prob: float = 0.0
+    slow_prob: float = field(default=0.0, metadata={"min": 0, "max": 1})
     slow_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if self.kind not in ("zero", "constant", "uniform", "lognormal"):
             raise ConfigError(f"unknown latency kind {self.kind!r}")
+        numbers = (self.value, self.low, self.high, self.median, self.sigma, self.slow_factor)
+        if not all(math.isfinite(v) for v in (*numbers, self.slow_prob)):
+            raise ConfigError(f"latency parameters must be finite: {self}")
         if min(self.value, self.low, self.high, self.median, self.slow_prob) < 0:
             raise ConfigError(f"latency parameters must be >= 0: {self}")
 
@@ -131,17 +134,17 @@ class Latency:
 class Faults:
     """Per-step fault probabilities (and per reset when ``on_reset``)."""
 
-    die: float = 0.0
-    hang: float = 0.0
-    hang_s: float = 3600.0
-    error: float = 0.0
-    on_reset: bool = False
-
-    @classmethod
-    def parse(cls, spec: Faults | dict[str, Any] | None) -> Faults:
-        if spec is None:
-            return cls()
-        return spec if isinstance(spec, Faults) else cls(**spec)
+    die: float = field(
+        default=0.0, metadata={"help": "the hosting process dies (SIGKILL)", "min": 0, "max": 1}
+    )
+    hang: float = field(
+        default=0.0, metadata={"help": "the step hangs for hang_s seconds", "min": 0, "max": 1}
+    )
+    hang_s: float = field(default=3600.0, metadata={"help": "how long a hang lasts", "gt": 0})
+    error: float = field(
+        default=0.0, metadata={"help": "the step raises DeviceError", "min": 0, "max": 1}
+    )
+    on_reset: bool = field(default=False, metadata={"help": "resets draw faults too"})
 
     def inject(self, rng: np.random.Generator, where: str) -> None:
         if self.die == self.hang == self.error == 0:
@@ -181,43 +184,73 @@ class _State:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+_LATENCY_HELP = (
+    "seconds a {what} takes: a number, uniform:LOW,HIGH, lognormal:MEDIAN,SIGMA, or a mapping "
+    "of Latency's fields (slow_prob and slow_factor: occasional very slow ones)"
+)
+
+
+@dataclass
+class SyntheticOptions:
+    """The options of the synthetic device (`SyntheticEnv`)."""
+
+    screen: tuple[int, int] = field(
+        default=(270, 585), metadata={"help": "[width, height] in pixels (32 at least)"}
+    )
+    n_boxes: int = field(
+        default=4, metadata={"help": "labelled boxes on a screen", "min": 1, "max": len(WORDS)}
+    )
+    step_latency: float | str | Latency = field(
+        default=0.0, metadata={"help": _LATENCY_HELP.format(what="step")}
+    )
+    reset_latency: float | str | Latency = field(
+        default=0.0, metadata={"help": _LATENCY_HELP.format(what="reset")}
+    )
+    faults: Faults = field(default_factory=Faults)
+    render: bool = field(default=True, metadata={"help": "draw pixels (false: elements only)"})
+    strict: bool = field(
+        default=True, metadata={"help": "a tap on (or typing into) another box fails the task"}
+    )
+    min_len: int = field(default=1, metadata={"help": "shortest steps episode", "min": 1})
+    max_len: int = field(default=10, metadata={"help": "longest steps episode", "min": 1})
+    seed: int | None = field(
+        default=None, metadata={"help": "seed of the latency and fault draws (null: fresh)"}
+    )
+
+    def __post_init__(self) -> None:
+        if min(self.screen) < 32:
+            raise ValueError(f"screen must be at least 32x32, got {list(self.screen)}")
+        if self.min_len > self.max_len:
+            raise ValueError(f"min_len {self.min_len} is more than max_len {self.max_len}")
+        for name in ("step_latency", "reset_latency"):
+            try:
+                Latency.parse(getattr(self, name))
+            except ConfigError as e:
+                raise ValueError(f"{name}: {e}") from None
+
+
 class SyntheticEnv(DeviceEnv):
-    """The synthetic device. See the module doc for tasks, latencies and faults."""
+    """The synthetic device. See the module doc for tasks, latencies and faults, and
+    `SyntheticOptions` for its options."""
 
     name = "synthetic"
     unsupported = {ActionType.OPEN_APP: "the synthetic device has no apps to open"}
 
     def __init__(
-        self,
-        task: Task | str | None = "synthetic/tap",
-        screen: tuple[int, int] = (270, 585),
-        n_boxes: int = 4,
-        step_latency: Latency | float | str | dict[str, Any] | None = None,
-        reset_latency: Latency | float | str | dict[str, Any] | None = None,
-        faults: Faults | dict[str, Any] | None = None,
-        render: bool = True,
-        strict: bool = True,
-        min_len: int = 1,
-        max_len: int = 10,
-        seed: int | None = None,
+        self, task: Task | str | None = "synthetic/tap", options: SyntheticOptions | None = None
     ) -> None:
         super().__init__(task)
-        if not (1 <= n_boxes <= len(WORDS)):
-            raise ConfigError(f"n_boxes must be in [1, {len(WORDS)}], got {n_boxes}")
-        if not (1 <= min_len <= max_len):
-            raise ConfigError(f"need 1 <= min_len <= max_len, got {min_len}, {max_len}")
-        self.width, self.height = int(screen[0]), int(screen[1])
-        if self.width < 32 or self.height < 32:
-            raise ConfigError(f"screen must be at least 32x32, got {screen}")
-        self.n_boxes = n_boxes
-        self.step_latency = Latency.parse(step_latency)
-        self.reset_latency = Latency.parse(reset_latency)
-        self.faults = Faults.parse(faults)
-        self.render = render
-        self.strict = strict
-        self.min_len, self.max_len = min_len, max_len
-        self._fault_rng = np.random.default_rng(seed)
-        self._seed_rng = np.random.default_rng(seed)
+        o = self.options = options if options is not None else SyntheticOptions()
+        self.width, self.height = int(o.screen[0]), int(o.screen[1])
+        self.n_boxes = o.n_boxes
+        self.step_latency = Latency.parse(o.step_latency)
+        self.reset_latency = Latency.parse(o.reset_latency)
+        self.faults = o.faults
+        self.render = o.render
+        self.strict = o.strict
+        self.min_len, self.max_len = o.min_len, o.max_len
+        self._fault_rng = np.random.default_rng(o.seed)
+        self._seed_rng = np.random.default_rng(o.seed)
         self._state: _State | None = None
         self._frame: np.ndarray | None = None
 

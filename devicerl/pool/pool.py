@@ -381,7 +381,7 @@ class EnvPool:
 
     def _begin_reset(self, slot: _Slot) -> None:
         if slot.instance is None:
-            slot.instance = self.sampler.next()
+            slot.instance = self._next_instance(slot.env_id)
             slot.reset_attempts = 0
         if slot.instance is None:
             slot.state = _State.IDLE
@@ -389,6 +389,12 @@ class EnvPool:
             return
         slot.reset_attempts += 1
         self._submit(slot, Command("reset", slot.instance.task, slot.instance.seed))
+
+    def _next_instance(self, env_id: int) -> TaskInstance | None:
+        """The sampler's next instance; a sampler that places instances by device (such as
+        `devicerl.tasks.placement.TaskAffinity`) is told which device asks."""
+        placed = getattr(self.sampler, "next_for", None)
+        return placed(env_id) if callable(placed) else self.sampler.next()
 
     def _on_reply(self, slot: _Slot, reply: Reply) -> None:
         slot.deadline = None

@@ -23,13 +23,32 @@ from devicerl.tasks.registry import (
 )
 
 set_task_resolver(get)
-register_device("synthetic/*", "devicerl.tasks.synthetic:make_synthetic_env", overwrite=True)
-register_device("miniwob", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
-register_device("miniwob/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
-register_device("webskills/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
-register_device("webskills-reach/*", "devicerl.tasks.miniwob:make_miniwob_env", overwrite=True)
-register_device("browsergym", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
-register_device("browsergym/*", "devicerl.tasks.browsergym:make_browsergym_env", overwrite=True)
+register_device(
+    "synthetic/*",
+    "devicerl.tasks.synthetic:make_synthetic_env",
+    options="devicerl.envs.synthetic:SyntheticOptions",
+    overwrite=True,
+)
+for _name in ("miniwob", "miniwob/*", "webskills/*", "webskills-reach/*"):
+    register_device(
+        _name,
+        "devicerl.tasks.miniwob:make_miniwob_env",
+        options="devicerl.tasks.miniwob:MiniWoBOptions",
+        overwrite=True,
+    )
+for _name in ("browsergym", "browsergym/*"):
+    register_device(
+        _name,
+        "devicerl.tasks.browsergym:make_browsergym_env",
+        options="devicerl.envs.browsergym.options:BrowserGymOptions",
+        overwrite=True,
+    )
+register_device(
+    "androidworld/*",
+    "devicerl.envs.androidworld.env:AndroidWorldEnv",
+    options="devicerl.envs.androidworld.options:AndroidWorldOptions",
+    overwrite=True,
+)
 register_suite("synthetic", "devicerl.tasks.synthetic:synthetic_tasks")
 register_suite("miniwob", "devicerl.tasks.miniwob:miniwob_tasks")
 register_suite("webskills", "devicerl.tasks.webskills:webskills_tasks")
@@ -38,6 +57,11 @@ register_suite(
     "browsergym",
     "devicerl.tasks.browsergym:browsergym_tasks",
     needs="devicerl.tasks.browsergym:browsergym_needs",
+)
+register_suite(
+    "androidworld",
+    "devicerl.tasks.androidworld:androidworld_tasks",
+    needs="devicerl.tasks.androidworld:androidworld_needs",
 )
 #: Eight easy MiniWoB++ tasks (click, focus, type): the learning benchmark's split.
 register_split(

@@ -20,9 +20,11 @@ SEED_MAX, 5)``, where ``SEED_MAX = 2 ^ 32`` is Python's XOR, 34: every seed is b
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 from devicerl.envs.browsergym.benchmarks import BENCHMARKS
+from devicerl.envs.browsergym.options import BrowserGymOptions
 from devicerl.records import Task
 
 #: AgentLab's MiniWoB++ train split (``browsergym_split == "train"``).
@@ -152,13 +154,12 @@ def html_digest(hashes: dict[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def make_browsergym_env(task: Task | str | None = None, **options):
+def make_browsergym_env(task: Task | str | None = None, options: BrowserGymOptions | None = None):
     """``make("browsergym/...")``: a `BrowserGymEnv` whose MiniWoB++ pages are the
-    ``miniwob`` package's (``MINIWOB_URL``, offline)."""
+    ``miniwob`` package's (``MINIWOB_URL``, offline) unless ``options`` name others."""
     from devicerl.envs.browsergym.env import BrowserGymEnv
 
-    options.setdefault("miniwob_url", miniwob_url())
-    return BrowserGymEnv(task, **options)
-
-
-make_browsergym_env.forwards_options_to = "devicerl.envs.browsergym.env:BrowserGymEnv"  # type: ignore[attr-defined]
+    options = options if options is not None else BrowserGymOptions()
+    if options.miniwob_url is None:
+        options = replace(options, miniwob_url=miniwob_url())
+    return BrowserGymEnv(task, options)

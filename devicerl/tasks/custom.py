@@ -88,10 +88,6 @@ class SuiteFile:
     )
 
 
-def is_suite_file(spec: str) -> bool:
-    return spec.strip().lower().endswith(SUFFIXES)
-
-
 def load_suite(path: str | Path) -> list[Task]:
     """The tasks of a suite file; any problem is a `TaskError` in one line naming the file."""
     p = Path(path)
@@ -236,8 +232,8 @@ class CustomSuite(WebSuite):
     """Runs the tasks of suite files on a `BrowserEnv`: pages from their folder's loopback
     server (or their URL), a fresh load per episode, the task's checks after every action."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
         self._roots: set[str] = set()
         self._bases: dict[str, str] = {}
 

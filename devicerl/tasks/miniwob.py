@@ -22,12 +22,14 @@ import functools
 import importlib.util
 import logging
 import threading
+from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from devicerl.envs.browser.options import BrowserOptions
 from devicerl.envs.browser.websuite import PageSetup, WebSuite, js_literal
-from devicerl.errors import ConfigError, TaskError
+from devicerl.errors import TaskError
 from devicerl.records import Task, TaskStatus
 
 log = logging.getLogger(__name__)
@@ -182,11 +184,6 @@ class _Server:
                 cls.refs = 0
 
 
-def server_running() -> bool:
-    """Whether this process's MiniWoB HTTP server is up (for tests)."""
-    return _Server.httpd is not None
-
-
 # -- the suite -------------------------------------------------------------------------------
 _RESET_JS = """(async () => {
   if (typeof core === "undefined") throw new Error("this page is not a MiniWoB task");
@@ -206,36 +203,49 @@ _RESET_JS = """(async () => {
 _STATUS_JS = "[WOB_DONE_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_GLOBAL, WOB_REWARD_REASON]"
 
 
-class MiniWoBSuite(WebSuite):
-    """Runs ``miniwob/*`` tasks on a `BrowserEnv` (one instance per device).
+@dataclass
+class MiniWoBOptions(BrowserOptions):
+    """A browser device running MiniWoB++'s core (``miniwob``, ``miniwob/*``, ``webskills/*``):
+    the browser's options and the suite's."""
 
-    Options: ``time_limit_s`` (None: no wall-clock limit; MiniWoB's own is 10), ``data_mode``
-    (``"train"`` like the official env, or ``"test"``), ``reload_every`` (reload the page every
-    N episodes; 0 = never, like the official env), ``serve`` (``"http"`` or ``"file"``).
-    """
+    time_limit_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "MiniWoB++'s wall-clock limit of an episode (null: none; its own is 10)",
+            "gt": 0,
+            "max": _NO_LIMIT_MS // 1000,
+        },
+    )
+    data_mode: Literal["train", "test"] = field(
+        default="train", metadata={"help": "the core's data mode (train, as the official env)"}
+    )
+    reload_every: int = field(
+        default=0,
+        metadata={
+            "help": "reload the page every N episodes (0: never, as the official env)",
+            "min": 0,
+        },
+    )
+    serve: Literal["http", "file"] = field(
+        default="http", metadata={"help": "pages from a loopback HTTP server, or file:// URLs"}
+    )
+
+
+class MiniWoBSuite(WebSuite):
+    """Runs ``miniwob/*`` tasks on a `BrowserEnv` (one instance per device), with the
+    `MiniWoBOptions` of its device (on a plain browser device, their defaults)."""
 
     allow_navigation = False
     #: The JS expression the reset script returns once the episode has started (`on_reset`).
     reset_result = "core.getUtterance()"
 
-    def __init__(
-        self,
-        time_limit_s: float | None = None,
-        data_mode: str = "train",
-        reload_every: int = 0,
-        serve: str = "http",
-    ) -> None:
-        super().__init__()
-        if time_limit_s is not None and not 0 < time_limit_s * 1000 <= _NO_LIMIT_MS:
-            raise ConfigError(f"miniwob time_limit_s must be > 0 (or None), got {time_limit_s}")
-        if serve not in ("http", "file"):
-            raise ConfigError(f"miniwob serve must be 'http' or 'file', got {serve!r}")
-        if reload_every < 0:
-            raise ConfigError(f"miniwob reload_every must be >= 0, got {reload_every}")
-        self.limit_ms = _NO_LIMIT_MS if time_limit_s is None else int(time_limit_s * 1000)
-        self.data_mode = data_mode
-        self.reload_every = reload_every
-        self.serve = serve
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
+        o = options if isinstance(options, MiniWoBOptions) else MiniWoBOptions()
+        self.limit_ms = _NO_LIMIT_MS if o.time_limit_s is None else int(o.time_limit_s * 1000)
+        self.data_mode = o.data_mode
+        self.reload_every = o.reload_every
+        self.serve = o.serve
         self._base: str | None = None
         self._fields: dict[str, str] = {}
 
@@ -308,30 +318,9 @@ def _extract_fields(name: str, utterance: str) -> dict[str, str]:
         return {}
 
 
-def make_miniwob_env(
-    task: Task | str | None = None,
-    *,
-    time_limit_s: float | None = None,
-    data_mode: str = "train",
-    reload_every: int = 0,
-    serve: str = "http",
-    task_pages: int = 0,
-    **browser: Any,
-):
-    """``make("miniwob/<task>")``: a `BrowserEnv` with MiniWoB options (see `MiniWoBSuite`);
-    ``task_pages >= 1`` keeps that many task pages open (`PagedBrowserEnv`)."""
+def make_miniwob_env(task: Task | str | None = None, options: MiniWoBOptions | None = None):
+    """``make("miniwob/<task>")``: a browser device (`make_browser`) whose MiniWoB++ and
+    web-skill pages run with ``options``."""
     from devicerl.envs.browser.paged import make_browser
 
-    options = dict(browser.pop("suite_options", None) or {})
-    options["miniwob"] = {
-        "time_limit_s": time_limit_s,
-        "data_mode": data_mode,
-        "reload_every": reload_every,
-        "serve": serve,
-    }
-    MiniWoBSuite(**options["miniwob"])  # validate the options now, in one line
-    options.setdefault("webskills", options["miniwob"])  # pages on MiniWoB++'s core take them too
-    return make_browser(task, task_pages=task_pages, suite_options=options, **browser)
-
-
-make_miniwob_env.forwards_options_to = "devicerl.envs.browser.paged:make_browser"  # type: ignore[attr-defined]
+    return make_browser(task, options if options is not None else MiniWoBOptions())

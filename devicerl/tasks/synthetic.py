@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from devicerl.envs.synthetic import SyntheticEnv
+from devicerl.envs.synthetic import SyntheticEnv, SyntheticOptions
 from devicerl.records import Task
 from devicerl.tasks.registry import get
 
@@ -19,6 +17,8 @@ def synthetic_tasks() -> list[Task]:
     ]
 
 
-def make_synthetic_env(task: Task | str | None = "synthetic/tap", **options: Any) -> SyntheticEnv:
+def make_synthetic_env(
+    task: Task | str | None = "synthetic/tap", options: SyntheticOptions | None = None
+) -> SyntheticEnv:
     """``make("synthetic/<kind>")``: a `SyntheticEnv` whose default task is resolved here."""
-    return SyntheticEnv(get(task) if isinstance(task, str) else task, **options)
+    return SyntheticEnv(get(task) if isinstance(task, str) else task, options)

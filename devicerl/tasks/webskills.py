@@ -106,8 +106,8 @@ class WebSkillsSuite(MiniWoBSuite):
 
     reset_result = "({utterance: core.getUtterance(), plan: window.WS_PLAN || []})"
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, options: Any = None) -> None:
+        super().__init__(options)
         if self.serve != "http":  # the pages load ../core/ from the miniwob package
             raise ConfigError("web-skills pages need serve='http' (they share MiniWoB++'s core)")
         MOUNTS["webskills"] = PAGES  # the MiniWoB++ server serves them under /webskills/

@@ -55,7 +55,7 @@ class EmulatorConsole:
         except OSError as e:
             raise ConfigError(
                 f"{self.where} asks for a token and {self.token_path} cannot be read "
-                f"({e.strerror}); set emulator_console_token to the emulator's token file"
+                f"({e.strerror}); set emulator_console_token_file to the emulator's token file"
             ) from None
 
     def _answer(self, what: str) -> str:

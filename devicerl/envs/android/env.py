@@ -27,8 +27,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +40,9 @@ from devicerl.envs.android.adb import (
     list_devices,
 )
 from devicerl.envs.android.apps import LAUNCHER_QUERY, AppCatalog, launch_command
-from devicerl.envs.android.console import DEFAULT_TOKEN_PATH, EmulatorConsole, console_port
+from devicerl.envs.android.console import EmulatorConsole, console_port
 from devicerl.envs.android.input import ADB_KEYBOARD_IME, action_commands, untypable_reason
+from devicerl.envs.android.options import AndroidOptions
 from devicerl.envs.android.screen import decode, downscale, scaled_size
 from devicerl.envs.android.uiautomator import hierarchy_rotation, parse_hierarchy
 from devicerl.envs.base import DeviceEnv, TaskStatus
@@ -52,8 +52,6 @@ from devicerl.records import Observation, Task
 #: Where the UI dump is written on the device (then printed with ``cat`` in the same command).
 UI_DUMP_PATH = "/data/local/tmp/devicerl_ui.xml"
 UI_DUMP = f"uiautomator dump {UI_DUMP_PATH} >/dev/null && cat {UI_DUMP_PATH}"
-_PACKAGE = re.compile(r"[A-Za-z][\w]*(\.[A-Za-z_][\w]*)+")
-_SNAPSHOT = re.compile(r"[\w.\-]+")
 
 
 class AndroidEnv(DeviceEnv):
@@ -62,73 +60,35 @@ class AndroidEnv(DeviceEnv):
     ``serial`` picks the device; without it the env claims the first free online device of
     the server (among ``serials`` when given), so several envs with the same settings use
     different devices. Claims are lock files in ``lock_dir`` (``claim=False`` disables them).
-    See the module doc and the README's "Android devices" section for every option.
+    Every option: `AndroidOptions`; the module doc says how they are used.
     """
 
     name = "android"
 
-    def __init__(
-        self,
-        task: Task | str | None = None,
-        *,
-        serial: str | None = None,
-        serials: Sequence[str] | None = None,
-        adb_host: str = "127.0.0.1",
-        adb_port: int = 5037,
-        screenshot: bool = True,
-        screenshot_format: Literal["png", "raw"] = "png",
-        max_side: int = 0,
-        ui_elements: bool = False,
-        force_stop: Sequence[str] = (),
-        home_on_reset: bool = True,
-        snapshot: str | None = None,
-        emulator_console_host: str | None = None,
-        emulator_console_port: int | None = None,
-        emulator_console_token: str = DEFAULT_TOKEN_PATH,
-        unicode_text: Literal["auto", "adbkeyboard", "reject"] = "auto",
-        swipe_ms: int = 300,
-        step_settle_s: float = 1.0,
-        reset_settle_s: float = 2.0,
-        command_timeout_s: float = 30.0,
-        snapshot_timeout_s: float = 120.0,
-        claim: bool = True,
-        lock_dir: str | None = None,
-    ) -> None:
+    def __init__(self, task: Task | str | None = None, options: AndroidOptions | None = None):
         super().__init__(task)
-        _check_options(screenshot, screenshot_format, ui_elements, unicode_text, snapshot)
-        bad = [p for p in force_stop if not _PACKAGE.fullmatch(p)]
-        if bad:
-            raise ConfigError(f"android: force_stop has invalid package names {bad}")
-        if min(step_settle_s, reset_settle_s, max_side, swipe_ms) < 0 or command_timeout_s <= 0:
-            raise ConfigError(
-                "android: settle times, max_side, swipe_ms must be >= 0, timeouts > 0"
-            )
-        self.serial = serial
-        self.serials = list(serials) if serials is not None else None
-        self.adb_host, self.adb_port = adb_host, int(adb_port)
-        self.screenshot, self.screenshot_format = screenshot, screenshot_format
-        self.max_side, self.ui_elements = int(max_side), ui_elements
-        self.force_stop, self.home_on_reset = list(force_stop), home_on_reset
-        self.snapshot = snapshot
-        self.console = (emulator_console_host or adb_host, emulator_console_port)
-        self.console_token = emulator_console_token
-        self.unicode_text, self.swipe_ms = unicode_text, int(swipe_ms)
-        self.step_settle_s, self.reset_settle_s = step_settle_s, reset_settle_s
-        self.command_timeout_s, self.snapshot_timeout_s = command_timeout_s, snapshot_timeout_s
-        self._claim = DeviceClaim(lock_dir, adb_host, self.adb_port) if claim else None
+        o = self.options = options if options is not None else AndroidOptions()
+        self.serial = o.serial
+        self.serials = list(o.serials) if o.serials is not None else None
+        self.adb_host, self.adb_port = o.adb_host, o.adb_port
+        self.screenshot, self.screenshot_format = o.screenshot, o.screenshot_format
+        self.max_side, self.ui_elements = o.max_side, o.ui_elements
+        self.force_stop, self.home_on_reset = list(o.force_stop), o.home_on_reset
+        self.snapshot = o.snapshot
+        self.console = (o.emulator_console_host or o.adb_host, o.emulator_console_port)
+        self.console_token = o.emulator_console_token_file
+        self.unicode_text, self.swipe_ms = o.unicode_text, o.swipe_ms
+        self.step_settle_s, self.reset_settle_s = o.step_settle_s, o.reset_settle_s
+        self.command_timeout_s, self.snapshot_timeout_s = o.command_timeout_s, o.snapshot_timeout_s
+        self._claim = DeviceClaim(o.lock_dir, o.adb_host, o.adb_port) if o.claim else None
         self._link: AdbLink | None = None
-        self._unicode_ime = unicode_text == "adbkeyboard"
+        self._unicode_ime = o.unicode_text == "adbkeyboard"
         self._device_size: tuple[int, int] | None = None  # (w, h) of the device's frames
         self._natural_size: tuple[int, int] | None = None  # `wm size` (screenshot off)
         self._last_input: str | None = None
         self._apps: AppCatalog | None = None  # the phone's launchable apps (per connection)
 
     # -- connection ---------------------------------------------------------------------------
-    @property
-    def connected_serial(self) -> str | None:
-        """The serial of the device in use (None before the first reset or after a failure)."""
-        return self._link.serial if self._link is not None else None
-
     def _connect(self) -> AdbLink:
         """The link to the device, (re)connecting and (re)claiming as needed."""
         if self._link is not None:
@@ -313,18 +273,3 @@ def _wm_size(link: AdbLink) -> tuple[int, int]:
     if not m:
         raise DeviceCrashed(f"{link.label}: unexpected `wm size` output {out[:100]!r}")
     return int(m.group(1)), int(m.group(2))
-
-
-def _check_options(
-    screenshot: bool, fmt: str, ui_elements: bool, unicode_text: str, snapshot: str | None
-) -> None:
-    if fmt not in ("png", "raw"):
-        raise ConfigError(f"android: screenshot_format must be 'png' or 'raw', got {fmt!r}")
-    if not screenshot and not ui_elements:
-        raise ConfigError("android: screenshot and ui_elements are both off; nothing to observe")
-    if unicode_text not in ("auto", "adbkeyboard", "reject"):
-        raise ConfigError(
-            f"android: unicode_text must be 'auto', 'adbkeyboard' or 'reject', got {unicode_text!r}"
-        )
-    if snapshot is not None and not _SNAPSHOT.fullmatch(snapshot):
-        raise ConfigError(f"android: invalid snapshot name {snapshot!r}")

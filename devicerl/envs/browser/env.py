@@ -42,15 +42,10 @@ from devicerl.envs.browser.dom import CHECK_MARK, DOM_SCRIPT, observe_expression
 from devicerl.envs.browser.gestures import hold
 from devicerl.envs.browser.hub import BrowserHub
 from devicerl.envs.browser.network import NetworkGuard
+from devicerl.envs.browser.options import VIEWPORTS, BrowserOptions, viewport_size
 from devicerl.envs.browser.pickers import PICKER_SCRIPT, picker_reset_js
 from devicerl.envs.browser.touch_scroll import TOUCH_SCROLL_SCRIPT
-from devicerl.envs.browser.websuite import (
-    VIEWPORTS,
-    PageSetup,
-    WebSuite,
-    make_web_suite,
-    parse_viewport,
-)
+from devicerl.envs.browser.websuite import PageSetup, WebSuite, make_web_suite
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, DeviceTimeout, TaskError
 from devicerl.records import Observation, Task
 
@@ -68,81 +63,22 @@ _NEXT_FRAME = "new Promise(r => requestAnimationFrame(() => setTimeout(() => r(t
 
 
 class BrowserEnv(DeviceEnv):
-    """A real Chromium page as a device (see module doc for actions and costs).
-
-    Options: ``viewport`` (``"auto"``: the task's preferred size, else desktop; ``"desktop"``
-    1280x800; ``"phone"`` 540x1170 with touch; or ``(w, h)``); ``screenshot`` (False: elements
-    only, much cheaper); ``image_format`` (``"jpeg"`` or ``"png"``) and ``jpeg_quality``;
-    ``share_browser`` (the devices of a process share one Chromium, each in its own context;
-    False: a private Chromium, so a crash takes only this device down); ``allow_hosts`` (extra
-    hosts beyond the task's own); ``step_timeout_s`` / ``reset_timeout_s``; ``settle_ms`` (default
-    800: after an action, wait until the page's animations have ended, for at most this long,
-    so an observation does not catch an opening accordion halfway with boxes that are about
-    to move; 0: observe at once); ``max_elements``; ``max_steps`` (overrides the
-    tasks' budgets); ``swipe`` (``"auto"``, ``"drag"`` or ``"scroll"``); ``executable`` /
-    ``browser_args`` / ``fast_frames`` / ``temp_dir`` (how Chromium starts); ``suite_options``
-    (per suite name, passed to its `WebSuite`, e.g. ``{"miniwob": {"time_limit_s": 10}}``);
-    ``phone_controls`` (default True: where a phone's browser differs from a desktop one and
-    the desktop control is out of reach of AitW actions, behave as the phone: a tapped
-    ``<select>`` opens a list of tappable options and date/time inputs take typed text
-    (`devicerl.envs.browser.pickers`), a swipe on scrollable content scrolls it
-    (`devicerl.envs.browser.touch_scroll`), and typing with no text field focused does
-    nothing, as a phone shows no keyboard then (on a desktop a typed space clicks a focused
-    button or scrolls the page); False: desktop Chromium as is).
-    """
+    """A real Chromium page as a device (see module doc for actions and costs), configured by
+    its `BrowserOptions` (each option's help there)."""
 
     name = "browser"
     unsupported = {ActionType.OPEN_APP: "open_app is not an action of a browser: it has no apps"}
 
-    def __init__(
-        self,
-        task: Task | str | None = None,
-        *,
-        viewport: str | tuple[int, int] = "auto",
-        screenshot: bool = True,
-        image_format: str = "jpeg",
-        jpeg_quality: int = 90,
-        share_browser: bool = True,
-        allow_hosts: list[str] | tuple[str, ...] = (),
-        step_timeout_s: float = 30.0,
-        reset_timeout_s: float = 60.0,
-        settle_ms: float = 800.0,
-        max_elements: int = 300,
-        max_steps: int | None = None,
-        swipe: str = "auto",
-        executable: str | None = None,
-        browser_args: tuple[str, ...] | list[str] = (),
-        fast_frames: bool = True,
-        temp_dir: str | None = None,
-        suite_options: dict[str, dict[str, Any]] | None = None,
-        phone_controls: bool = True,
-    ) -> None:
+    def __init__(self, task: Task | str | None = None, options: BrowserOptions | None = None):
         super().__init__(task)
-        if image_format not in ("jpeg", "png"):
-            raise ConfigError(f"image_format must be 'jpeg' or 'png', got {image_format!r}")
-        if swipe not in ("auto", "drag", "scroll"):
-            raise ConfigError(f"swipe must be 'auto', 'drag' or 'scroll', got {swipe!r}")
-        if not 1 <= jpeg_quality <= 100:
-            raise ConfigError(f"jpeg_quality must be in 1..100, got {jpeg_quality}")
-        if max_steps is not None and max_steps < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {max_steps}")
-        if settle_ms < 0:
-            raise ConfigError(f"settle_ms must be >= 0, got {settle_ms}")
-        if min(step_timeout_s, reset_timeout_s) <= 0:
-            raise ConfigError("step_timeout_s and reset_timeout_s must be > 0")
-        self.viewport = parse_viewport(viewport)
-        self.screenshot = bool(screenshot)
-        self.image_format = image_format
-        self.jpeg_quality = int(jpeg_quality)
-        self.allow_hosts = tuple(allow_hosts)
-        self.step_timeout_s = float(step_timeout_s)
-        self.reset_timeout_s = float(reset_timeout_s)
-        self.settle_ms = float(settle_ms)
-        self.max_elements = int(max_elements)
-        self.max_steps = max_steps
-        self.swipe = swipe
-        self.suite_options = dict(suite_options or {})
-        self.phone_controls = bool(phone_controls)
+        o = self.options = options if options is not None else BrowserOptions()
+        self.viewport = viewport_size(o.viewport)
+        self.screenshot = o.screenshot
+        self.image_format, self.jpeg_quality = o.image_format, o.jpeg_quality
+        self.allow_hosts = tuple(o.allow_hosts)
+        self.step_timeout_s, self.reset_timeout_s = o.step_timeout_s, o.reset_timeout_s
+        self.settle_ms, self.max_elements, self.max_steps = o.settle_ms, o.max_elements, o.max_steps
+        self.swipe, self.phone_controls = o.swipe, o.phone_controls
         self._context: Any = None
         self._page: Any = None
         self._cdp: Any = None
@@ -163,15 +99,15 @@ class BrowserEnv(DeviceEnv):
         self._inflight = 0  # requests of the page not finished yet
         self._loaded: asyncio.Event | None = None
         launch = {
-            "executable": executable,
-            "extra_args": tuple(browser_args),
-            "fast_frames": bool(fast_frames),
-            "temp_dir": temp_dir,
+            "executable": o.executable,
+            "extra_args": tuple(o.browser_args),
+            "fast_frames": o.fast_frames,
+            "temp_dir": o.temp_dir,
         }
         self._hub = BrowserHub.acquire()
         try:
             self._chromium, self._browser = self._hub.run(
-                self._hub.connect(bool(share_browser), launch), self.reset_timeout_s
+                self._hub.connect(o.share_browser, launch), self.reset_timeout_s
             )
         except BaseException as e:
             self._closed = True
@@ -499,9 +435,7 @@ class BrowserEnv(DeviceEnv):
     def _suite_for(self, task: Task) -> WebSuite:
         suite = self._suites.get(task.suite)
         if suite is None:
-            suite = self._suites[task.suite] = make_web_suite(
-                task, self.suite_options.get(task.suite)
-            )
+            suite = self._suites[task.suite] = make_web_suite(task, self.options)
         return suite
 
     def _add_network_info(self, status: TaskStatus, before: int) -> None:

@@ -73,9 +73,3 @@ class PageServer:
             del cls._servers[root]
         httpd.shutdown()
         httpd.server_close()
-
-    @classmethod
-    def running(cls) -> int:
-        """How many folders are served now (for tests)."""
-        with cls._lock:
-            return len(cls._servers)

@@ -16,25 +16,23 @@ from typing import Any
 from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv, TaskStatus
 from devicerl.envs.browser.env import BrowserEnv
-from devicerl.errors import ConfigError
+from devicerl.envs.browser.options import BrowserOptions
 from devicerl.records import Observation, Task
 
 
 class PagedBrowserEnv(DeviceEnv):
     """``make("browser", task_pages=8)``: one `BrowserEnv` page per task (LRU, at most
-    ``task_pages``); every other option is passed to each page's `BrowserEnv`."""
+    ``options.task_pages``), each built with the same options."""
 
     name = "browser"
 
-    def __init__(self, task: Task | str | None = None, *, task_pages: int = 8, **options: Any):
+    def __init__(self, task: Task | str | None = None, options: BrowserOptions | None = None):
         super().__init__(task)
-        if task_pages < 1:
-            raise ConfigError(f"browser: task_pages must be >= 1, got {task_pages}")
-        self.task_pages = task_pages
-        self.options = options
+        self.options = options if options is not None else BrowserOptions(task_pages=8)
+        self.task_pages = max(1, self.options.task_pages)
         self._pages: OrderedDict[str, BrowserEnv] = OrderedDict()
         self._current: BrowserEnv | None = None
-        self._probe = BrowserEnv(task, **options)  # first page: also answers screen_size early
+        self._probe = BrowserEnv(task, self.options)  # first page: answers screen_size early
         self._spare: BrowserEnv | None = self._probe
 
     def _page_for(self, task: Task) -> BrowserEnv:
@@ -45,7 +43,7 @@ class PagedBrowserEnv(DeviceEnv):
         if self._spare is not None:
             page, self._spare = self._spare, None
         else:
-            page = BrowserEnv(task, **self.options)
+            page = BrowserEnv(task, self.options)
         self._pages[task.name] = page
         while len(self._pages) > self.task_pages:
             _, old = self._pages.popitem(last=False)
@@ -83,12 +81,10 @@ class PagedBrowserEnv(DeviceEnv):
         self._pages.clear()
 
 
-def make_browser(task: Task | str | None = None, *, task_pages: int = 0, **options: Any):
+def make_browser(
+    task: Task | str | None = None, options: BrowserOptions | None = None
+) -> BrowserEnv | PagedBrowserEnv:
     """``make("browser", ...)``: a `BrowserEnv`, or with ``task_pages >= 1`` a
     `PagedBrowserEnv` keeping that many task pages."""
-    if task_pages:
-        return PagedBrowserEnv(task, task_pages=task_pages, **options)
-    return BrowserEnv(task, **options)
-
-
-make_browser.forwards_options_to = BrowserEnv  # type: ignore[attr-defined]
+    options = options if options is not None else BrowserOptions()
+    return PagedBrowserEnv(task, options) if options.task_pages else BrowserEnv(task, options)

@@ -20,33 +20,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from devicerl.envs.base import TaskStatus
-from devicerl.errors import ConfigError, TaskError
+from devicerl.errors import TaskError
 from devicerl.records import Task
-
-#: Named viewports: (width, height, mobile+touch).
-VIEWPORTS: dict[str, tuple[int, int, bool]] = {
-    "desktop": (1280, 800, False),
-    "phone": (540, 1170, True),
-}
-
-
-def parse_viewport(viewport: str | tuple[int, int] | list[int]) -> tuple[int, int, bool] | None:
-    """A viewport option as (width, height, mobile+touch); None for ``"auto"``."""
-    if viewport == "auto":
-        return None
-    if isinstance(viewport, str):
-        if viewport not in VIEWPORTS:
-            raise ConfigError(
-                f"unknown viewport {viewport!r}; use auto, {', '.join(VIEWPORTS)} or (w, h)"
-            )
-        return VIEWPORTS[viewport]
-    try:
-        w, h = (int(v) for v in viewport)
-    except (TypeError, ValueError):
-        raise ConfigError(f"viewport must be a name or (width, height), got {viewport!r}") from None
-    if w < 16 or h < 16:
-        raise ConfigError(f"viewport {viewport!r} is too small")
-    return (w, h, False)
 
 
 @dataclass(frozen=True)
@@ -71,7 +46,9 @@ class WebSuite(ABC):
     #: Whether back/home may navigate. Single-page tasks (MiniWoB) would lose their state.
     allow_navigation: bool = True
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, options: Any = None) -> None:
+        #: the device's options (a `BrowserOptions`; a suite with options of its own reads them
+        #: from its device kind's subclass of it, as MiniWoB++ does)
         self.options = options
 
     @abstractmethod
@@ -139,16 +116,16 @@ def register_web_suite(name: str, factory: Callable[..., WebSuite] | str) -> Non
     _SUITES[name] = factory
 
 
-def make_web_suite(task: Task, options: dict[str, Any] | None = None) -> WebSuite:
-    """The suite object for ``task``: the one it names, else the one registered for its suite
-    name, else `UrlSuite`."""
+def make_web_suite(task: Task, options: Any = None) -> WebSuite:
+    """The suite object for ``task``, given the device's options: the one it names, else the
+    one registered for its suite name, else `UrlSuite`."""
     factory = task.params.get("web_suite") or _SUITES.get(task.suite)
     if factory is None:
-        return UrlSuite(**(options or {}))
+        return UrlSuite(options)
     if isinstance(factory, str):
         module, _, attr = factory.partition(":")
         factory = getattr(importlib.import_module(module), attr)
-    return factory(**(options or {}))
+    return factory(options)
 
 
 def js_literal(value: Any) -> str:

@@ -9,9 +9,14 @@ The mapping (docs/bring-your-benchmark.md has it as a table):
 - type: ``keyboard_type(text)`` (or ``fill`` into the focused element);
 - Enter: ``keyboard_press('Enter')`` (or ``press`` on the focused element);
 - back: ``go_back()``; home: ``goto`` the episode's first page;
-- task complete: ``send_msg_to_user('')`` where the set has chat (WebArena scores the episode
-  when the agent speaks), else nothing; task impossible: ``report_infeasible(...)``;
-- an invalid action: ``noop(0)``.
+- a long press: ``mouse_down``, ``noop(ms)``, ``mouse_up`` at the point, in one step (the
+  action set takes several calls per step: the device's ``multiaction``); a wait: ``noop(ms)``;
+- an answer: ``send_msg_to_user(text)`` where the set has chat (WebArena scores that message);
+- task complete: ``send_msg_to_user(the episode's answer, or '')`` where the set has chat
+  (WebArena scores the episode's last message when the agent speaks, so completing after an
+  answer repeats it rather than replacing it with nothing), else nothing; task impossible:
+  ``report_infeasible(...)``;
+- opening an app: invalid (a browser has none); an invalid action: ``noop(0)``.
 
 Coordinates are screenshot pixels, as BrowserGym's coordinate actions take them (it scales
 them back to the page by its own zoom). An action the benchmark's set cannot express becomes
@@ -64,10 +69,15 @@ def _need(available: Collection[str], *names: str) -> bool:
 
 
 def to_browsergym(
-    action: Action, obs: Observation, available: Collection[str], start_url: str = ""
+    action: Action,
+    obs: Observation,
+    available: Collection[str],
+    start_url: str = "",
+    answer: str | None = None,
 ) -> str:
     """The BrowserGym action string for ``action`` on the screen ``obs`` shows, using only the
-    functions in ``available`` (the benchmark's action set). Raises `Unmappable`."""
+    functions in ``available`` (the benchmark's action set); ``answer`` is the episode's answer
+    so far (`DeviceEnv.answer`), which task complete repeats. Raises `Unmappable`."""
     kind = action.type
     if kind is ActionType.INVALID:
         return NOOP
@@ -95,13 +105,38 @@ def to_browsergym(
         if _need(available, "goto") and start_url:
             return _call("goto", start_url)
         raise Unmappable("this benchmark's action set has no goto")
+    if kind is ActionType.WAIT:
+        return _call("noop", _ms(action.duration_s))
+    if kind is ActionType.LONG_PRESS:
+        return _long_press(action, obs, available)
+    if kind is ActionType.ANSWER:
+        if _need(available, "send_msg_to_user"):
+            return _call("send_msg_to_user", action.text)
+        raise Unmappable("this benchmark's action set has no chat to answer in")
+    if kind is ActionType.OPEN_APP:
+        raise Unmappable("a browser has no apps to open")
     if kind is ActionType.STATUS_TASK_COMPLETE:
-        return _call("send_msg_to_user", "") if _need(available, "send_msg_to_user") else NOOP
+        said = answer or ""
+        return _call("send_msg_to_user", said) if _need(available, "send_msg_to_user") else NOOP
     if kind is ActionType.STATUS_TASK_IMPOSSIBLE:
         if _need(available, "report_infeasible"):
             return _call("report_infeasible", "the task is impossible")
         return NOOP
     raise Unmappable(f"{kind.value} has no BrowserGym counterpart")
+
+
+def _ms(seconds: float | None) -> int:
+    return round((seconds or 0.0) * 1000)
+
+
+def _long_press(action: Action, obs: Observation, available: Collection[str]) -> str:
+    """Press at the point, hold for the action's duration, release: one step."""
+    if not _need(available, "mouse_down", "mouse_up", "noop"):
+        raise Unmappable("this benchmark's action set cannot hold the pointer down")
+    assert action.touch is not None
+    x, y = obs.to_pixels(*action.touch)
+    calls = (_call("mouse_down", x, y), _call("noop", _ms(action.duration_s)))
+    return "\n".join((*calls, _call("mouse_up", x, y)))
 
 
 def _pointer(action: Action, obs: Observation, available: Collection[str]) -> str:

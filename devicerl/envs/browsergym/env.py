@@ -15,7 +15,6 @@ back in the step's info (``task_info``, ``browsergym_action``, ``last_action_err
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,9 @@ from devicerl.actions import Action
 from devicerl.envs.browser.launcher import find_chromium
 from devicerl.envs.browsergym.actions import NOOP, Unmappable, to_browsergym
 from devicerl.envs.browsergym.benchmarks import benchmark_of
+from devicerl.envs.browsergym.options import BrowserGymOptions
 from devicerl.envs.foreign.env import ForeignEnv
+from devicerl.envs.foreign.options import ForeignOptions
 from devicerl.envs.foreign.venv import find_env
 from devicerl.errors import ConfigError, TaskError
 from devicerl.records import Observation, Task
@@ -36,18 +37,6 @@ REQUIREMENTS = ("browsergym-core==0.14.3", "browsergym-miniwob==0.14.3")
 REMOTE = f"{Path(__file__).with_name('remote.py')}:BrowserGymDevice"
 #: Variables whose values are secrets although their names do not say so.
 _SECRETS = ("SNOW_INSTANCE_PWD",)
-
-
-@dataclass(frozen=True)
-class BrowserGymOptions:
-    """Options of a ``browsergym`` device."""
-
-    #: BrowserGym's environment (None: the cached one ``devicerl env browsergym`` built).
-    python: str | None = field(default=None, metadata={"help": "BrowserGym's interpreter"})
-    #: The Chromium executable (None: the system's, as the browser device finds it).
-    chromium: str | None = field(default=None, metadata={"help": "Chromium executable"})
-    #: Where MiniWoB++'s task pages are (``MINIWOB_URL``; set by ``make("browsergym/...")``).
-    miniwob_url: str | None = field(default=None, metadata={"help": "MiniWoB++ pages' URL"})
 
 
 def browsergym_python(python: str | None) -> str:
@@ -70,17 +59,12 @@ class BrowserGymEnv(ForeignEnv):
     name = "browsergym"
 
     def __init__(
-        self,
-        task: Task | str | None = None,
-        *,
-        python: str | None = None,
-        chromium: str | None = None,
-        miniwob_url: str | None = None,
+        self, task: Task | str | None = None, options: BrowserGymOptions | None = None
     ) -> None:
-        opts = BrowserGymOptions(python, chromium, miniwob_url)
+        opts = options if options is not None else BrowserGymOptions()
         register_secret(*_SECRETS)
         remote = {"chromium": find_chromium(opts.chromium), "miniwob_url": opts.miniwob_url}
-        super().__init__(task, python=browsergym_python(opts.python), device=REMOTE, options=remote)
+        super().__init__(task, ForeignOptions(browsergym_python(opts.python), REMOTE, remote))
         self.browsergym = opts
         self._code = NOOP
         #: The episode's first page (where ``home`` goes).
@@ -130,7 +114,8 @@ class BrowserGymEnv(ForeignEnv):
         assert self.last_observation is not None
         available = self.reset_info.get("action_set") or ()
         try:
-            self._code = to_browsergym(action, self.last_observation, available, self.start_url)
+            obs, url = self.last_observation, self.start_url
+            self._code = to_browsergym(action, obs, available, url, self.answer)
         except Unmappable as e:
             self._code = NOOP
             return Action.invalid(action.describe(), str(e))

@@ -4,6 +4,7 @@
 ``venv.py`` builds and caches such environments.
 """
 
-from devicerl.envs.foreign.env import ForeignEnv, ForeignOptions
+from devicerl.envs.foreign.env import ForeignEnv
+from devicerl.envs.foreign.options import ForeignOptions
 
 __all__ = ["ForeignEnv", "ForeignOptions"]

@@ -16,11 +16,11 @@ device, which performs the valid, non-terminal ones and observes after each; the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from devicerl.actions import Action
 from devicerl.envs.base import DeviceEnv
+from devicerl.envs.foreign.options import ForeignOptions
 from devicerl.envs.foreign.plain import observation_from_plain, status_from_plain, task_to_plain
 from devicerl.envs.foreign.process import ForeignProcess
 from devicerl.envs.foreign.remote import ProtocolError
@@ -28,38 +28,19 @@ from devicerl.errors import ConfigError, DeviceError
 from devicerl.records import Observation, Task, TaskStatus
 
 
-@dataclass(frozen=True)
-class ForeignOptions:
-    """Options of a ``foreign`` device: which interpreter hosts it and which class it is."""
-
-    #: The interpreter of the device's own environment (e.g. ``/opt/envs/x/bin/python``).
-    python: str = field(metadata={"help": "interpreter of the device's own environment"})
-    #: ``module:Class`` importable there, or ``/path/to/file.py:Class``.
-    device: str = field(metadata={"help": "the device class: MODULE:CLASS or FILE.py:CLASS"})
-    #: Keyword arguments of the device class (plain data).
-    options: dict[str, Any] = field(default_factory=dict, metadata={"help": "its arguments"})
-
-    def __post_init__(self) -> None:
-        if ":" not in self.device:
-            raise ConfigError(f"foreign device {self.device!r} is not MODULE:CLASS or FILE:CLASS")
-
-
 class ForeignEnv(DeviceEnv):
     """A `DeviceEnv` whose device runs in another interpreter (see the module doc)."""
 
     name = "foreign"
 
-    def __init__(
-        self,
-        task: Task | str | None = None,
-        *,
-        python: str,
-        device: str,
-        options: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, task: Task | str | None = None, options: ForeignOptions | None = None):
         super().__init__(task)
-        self.options = ForeignOptions(python, device, dict(options or {}))
-        self.process = ForeignProcess(python, device, self.options.options, self.label)
+        if options is None:
+            raise ConfigError("a foreign device needs its options: python and device")
+        self.options = options
+        self.process = ForeignProcess(
+            options.python, options.device, dict(options.options), self.label
+        )
         self.last_observation: Observation | None = None
         #: What the foreign side said about the episode at its reset (not an observation).
         self.reset_info: dict[str, Any] = {}

@@ -50,7 +50,7 @@ class DeviceRecipe:
     @classmethod
     def from_spec(cls, spec: EnvSpec) -> DeviceRecipe:
         factory, extra = lookup(spec.name)
-        return cls(factory, {**extra, **spec.kwargs}, spec.name)
+        return cls(factory, {**extra, "options": spec.options}, spec.name)
 
     def make(self) -> DeviceEnv:
         return build(self.factory, dict(self.kwargs))

@@ -1,5 +1,9 @@
 """Evaluation: the first N tasks of a split, in order, with fixed seeds; success with a
-95 % Wilson confidence interval, per task and overall."""
+95 % Wilson confidence interval, per task and overall.
+
+The instances (task, seed pairs) are drawn in the split's order; the devices then play them
+kept to a task each (`devicerl.tasks.placement.TaskAffinity`), so a device opens as few task
+pages as it can: the same episodes, fewer page loads."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.acting.episode_counts import EpisodeCounts
 from devicerl.runtime.acting.judging import judge_each
 from devicerl.tasks.base import Task, TaskSampler
+from devicerl.tasks.placement import TaskAffinity
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -107,25 +112,29 @@ def eval_sampler(
     episodes_per_task: int,
     seed: int,
     split: str = "validation",
-) -> TaskSampler:
+) -> TaskAffinity:
     """The first ``n_tasks`` tasks, each ``episodes_per_task`` times, in order, fixed seeds
-    from the `split`'s seed range (`devicerl.tasks.SEED_RANGES`; never training's)."""
+    from the `split`'s seed range (`devicerl.tasks.SEED_RANGES`; never training's); handed
+    to the devices kept to a task each."""
     chosen = list(tasks)[:n_tasks]
     ordered = [t for t in chosen for _ in range(episodes_per_task)]
-    return TaskSampler(ordered, mode="sequential", seed=seed, cycle=False, seeds=split)
+    return TaskAffinity(
+        TaskSampler(ordered, mode="sequential", seed=seed, cycle=False, seeds=split)
+    )
 
 
 def evaluate_policy(
-    make_pool: Callable[[TaskSampler], EnvPool],
+    make_pool: Callable[[Any], EnvPool],
     policy: Policy,
-    sampler: TaskSampler,
+    sampler: TaskSampler | TaskAffinity,
     *,
     greedy: bool = True,
     judge: JudgeConfig | None = None,
     on_episode: Callable[[Trajectory], None] | None = None,
 ) -> EvalResult:
-    """Run ``policy`` over every instance of ``sampler`` once and score it, each episode
-    labelled by ``judge`` (None: the task's own check) within its judging budget."""
+    """Run ``policy`` over every instance of ``sampler`` once and score it (``make_pool``
+    builds the devices playing the sampler's instances), each episode labelled by ``judge``
+    (None: the task's own check) within its judging budget."""
     result = EvalResult()
     with make_pool(sampler) as pool:
         episodes = Collector(pool, policy, greedy=greedy).collect(None)

@@ -121,6 +121,10 @@ class Trainer:
         self.lags: list[int] = []
         #: why this session's unlabelled episodes went unlabelled (the judge's reasons)
         self.unlabelled_reasons: Counter[str] = Counter()
+        #: episodes the collector finished ahead of the loop when the phase ended (budget spent
+        #: or a stop): stored, never trained on, not counted in the budget, so a resumed run
+        #: continues from the steps the loop took
+        self.unused_episodes = 0
         self.exploration = ExplorationSchedule.from_config(cfg.exploration)
         self.eval_result: EvalResult | None = None
         self.stop = GracefulStop()
@@ -252,6 +256,8 @@ class Trainer:
         }
         if self.unlabelled_reasons:
             out["unlabelled_reasons"] = dict(self.unlabelled_reasons)
+        if self.unused_episodes:
+            out["stored_unused_episodes"] = self.unused_episodes
         if self.stopped:
             out["stopped_by"] = self.stopped
         if self.eval_result is not None:
@@ -306,8 +312,9 @@ class Trainer:
                 while self._budget_left():
                     self._iteration(self.source, bar)
         finally:
-            for t in self.source.stop():  # finished but not consumed: stored, never trained on
-                self._ingest(t, train=False)
+            for t in self.source.stop():  # read ahead of the loop: stored, not counted
+                self.writer.append(t)
+                self.unused_episodes += 1
             if self.unlabelled_reasons:
                 why = "; ".join(f"{n} {r}" for r, n in self.unlabelled_reasons.most_common())
                 log.warning(
@@ -394,7 +401,7 @@ class Trainer:
         if s.iteration % cfg.checkpoint_every == 0:
             self.checkpoint()
 
-    def _ingest(self, t: Trajectory, train: bool = True) -> list[Trajectory]:
+    def _ingest(self, t: Trajectory) -> list[Trajectory]:
         """Count, store and route one trajectory; returns the fresh labelled episodes that
         joined training now (``t``, or with task groups its whole task group once it is whole)."""
         s = self.state
@@ -410,8 +417,6 @@ class Trainer:
             self.lags.append(self.population[policy].policy.version - t.policy_version)
         for observer in self.observers:
             observer.on_episode(self, t)
-        if not train:
-            return []
         released = [t] if self.task_groups is None else self.task_groups.hold(t, s.iteration)
         for episode in released:
             self.population.route(episode, self.steering.destinations(acting_policy(episode)))

@@ -1,7 +1,8 @@
 """`build_report`: a static HTML report of a run (``devicerl view RUN_DIR``).
 
-One folder (``RUN/report/`` by default) with ``index.html``, ``img/`` (screenshots, JPEG,
-downscaled) and ``curves/`` (learning-curve PNGs). For each episode (newest first, at most
+One folder (``RUN/report/`` by default) with ``index.html``, ``img/`` (screenshots: as stored
+where a browser shows them and they fit ``image_max_side``, else downscaled JPEG) and
+``curves/`` (learning-curve PNGs). For each episode (newest first, at most
 ``max_episodes``): a screen for every step with the action drawn over it in SVG (a circle for a
 tap, a double ring for a long press, an arrow for a swipe), the action, reward, the judge's
 verdict and the model's text, and the episode's answer when the agent gave one;
@@ -13,19 +14,22 @@ imports without images), a wireframe drawn from the stored UI elements: each ele
 its role and its text, clickable, editable and focused ones told apart by colour.
 
 The stores it reads are data users exchange, so nothing in them chooses a path or reaches the
-page unescaped: image names are made from a hash of the episode id, every text and attribute is
-escaped, and the report folder is the viewer's own: it must be new, empty, or a report it wrote
-before (``.devicerl-report.json`` lists the files it wrote); it writes only there, never through
-a link, and deletes only files of that list.
+page unescaped: image names are made from a hash of the episode id (their extension from the
+image's own magic bytes, its header read by Pillow), every text and attribute is escaped, and
+the report folder is the viewer's own: it must be new, empty, or a report it wrote before
+(``.devicerl-report.json`` lists the files it wrote); it writes only there, never through a
+link, and deletes only files of that list.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import os
 import re
 import string
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -37,11 +41,17 @@ from typing import TYPE_CHECKING, Any
 
 from devicerl.actions import Action, ActionType
 from devicerl.errors import DataError, PathError
-from devicerl.files import check_output, read_text, safe_name, write_bytes, write_text
+from devicerl.files import (
+    check_output,
+    read_text,
+    safe_name,
+    write_bytes,
+    write_text,
+    write_text_parts,
+)
+from devicerl.secrets import scrub
 
 if TYPE_CHECKING:  # the heavy modules load in build_report, so `devicerl --help` stays fast
-    import numpy as np
-
     from devicerl.records import Observation, Trajectory, UIElement
 
 
@@ -90,7 +100,9 @@ def outcome(t: Trajectory) -> str:
 #: The report folder's list of the files the viewer wrote there (what it may replace or delete).
 MANIFEST = ".devicerl-report.json"
 #: The only paths a report holds: its page, its images, its curves.
-_OWN = re.compile(r"^(index\.html|img/[A-Za-z0-9_.-]+\.(jpg|png)|curves/[A-Za-z0-9_.-]+\.png)$")
+_OWN = re.compile(
+    r"^(index\.html|img/[A-Za-z0-9_.-]+\.(jpg|png|webp)|curves/[A-Za-z0-9_.-]+\.png)$"
+)
 _SUBFOLDERS = ("img", "curves")
 #: Text the page shows from files of the run folder, at most this long.
 MAX_TABLE_BYTES = 1 << 20
@@ -165,25 +177,43 @@ class ReportFolder:
 
 
 class _Images:
-    """Writes screenshots as downscaled JPEGs, once per distinct array of an episode, under
-    names the viewer makes from the episode id's hash."""
+    """Writes an episode's screenshots, once per distinct stored image, under names the viewer
+    makes from the episode id's hash: as stored where a browser shows the format and the image
+    fits ``max_side`` (nothing decoded), else decoded, downscaled and written as JPEG. An image
+    that cannot be read is left out (the step shows its wireframe) and listed in `problems`."""
 
     def __init__(self, out: ReportFolder, max_side: int, quality: int) -> None:
         self.out, self.max_side, self.quality = out, max_side, quality
         self.folder = out.subfolder("img")
+        self.problems: dict[str, str] = {}
 
-    def write(self, pixels: np.ndarray, episode_id: str, index: int) -> tuple[str, int, int]:
+    def write(self, data: bytes, episode_id: str, index: int) -> tuple[str, int, int] | None:
+        try:
+            return self._write(data, f"img/{safe_name(episode_id, max_len=40)}-{index}")
+        except DataError as e:
+            where = f"episode {episode_id} screen {index}"
+            self.problems[where] = f"{where}: {e}"
+            return None
+
+    def _write(self, data: bytes, name: str) -> tuple[str, int, int]:
         import io
 
         from PIL import Image
 
-        rel = f"img/{safe_name(episode_id, max_len=40)}-{index}.jpg"
+        from devicerl.data.codec import decode_image, image_size
+
+        fmt, w, h = image_size(data)  # from the header: nothing decoded yet
+        if fmt != "raw" and max(w, h) <= self.max_side:
+            rel = f"{name}.{'jpg' if fmt == 'jpeg' else fmt}"
+            write_bytes(self.out.path(rel), data)
+            return rel, w, h
+        pixels = decode_image(data)
         img = Image.fromarray(pixels)
         img.thumbnail((self.max_side, self.max_side))
         buf = io.BytesIO()
         img.save(buf, format="JPEG", quality=self.quality)
-        write_bytes(self.out.path(rel), buf.getvalue())
-        return rel, pixels.shape[1], pixels.shape[0]
+        write_bytes(self.out.path(f"{name}.jpg"), buf.getvalue())
+        return f"{name}.jpg", pixels.shape[1], pixels.shape[0]
 
 
 def _marks(action: Action | None, w: float, h: float) -> str:
@@ -370,19 +400,16 @@ def _episode_html(t: Trajectory, images: list[tuple[str, int, int] | None]) -> s
     )
 
 
-def _episode_images(t: Trajectory, images: _Images) -> list[tuple[str, int, int] | None]:
-    """One entry per step plus one for the final observation."""
-    observations = [s.observation for s in t.steps] + [t.final_observation]
-    written: dict[int, tuple[str, int, int]] = {}
+def _episode_images(
+    t: Trajectory, screens: list[bytes | None], images: _Images
+) -> list[tuple[str, int, int] | None]:
+    """One entry per step plus one for the final observation, from their stored screens."""
+    written: dict[int, tuple[str, int, int] | None] = {}
     out: list[tuple[str, int, int] | None] = []
-    for i, obs in enumerate(observations):
-        px = obs.screenshot if obs is not None else None
-        if px is None:
-            out.append(None)
-            continue
-        if id(px) not in written:
-            written[id(px)] = images.write(px, t.episode_id, i)
-        out.append(written[id(px)])
+    for i, data in enumerate(screens):
+        if data is not None and id(data) not in written:
+            written[id(data)] = images.write(data, t.episode_id, i)
+        out.append(written[id(data)] if data is not None else None)
     return out
 
 
@@ -391,9 +418,11 @@ def build_report(
 ) -> Report:
     """Write the report of the run (or bare store) at ``run``; returns what was written.
 
-    Each shard is read once (the episode index once), screenshots are decoded while earlier
-    episodes are drawn on other threads (PIL releases the GIL), and a progress bar counts the
-    episodes rendered.
+    The episodes come from the store's index (`TrajectoryStore.index`, no shard opened to list
+    them); only the shards of the episodes shown are read (newest first, each once, checked as
+    they are read), screenshots are decoded while earlier episodes are drawn on other threads
+    (PIL releases the GIL), and each drawn episode goes to a temporary file at once, so memory
+    holds a few episodes whatever the store's size; a progress bar counts them.
     """
     from devicerl.data.store import TrajectoryStore
     from devicerl.runtime.reports.plots import learning_curves
@@ -404,43 +433,39 @@ def build_report(
     run_dir = RunDir(run)
     out = ReportFolder(Path(out) if out is not None else run_dir.report)  # before any work
     store = TrajectoryStore(find_store(run), skip_bad=cfg.skip_bad)
-    index = store.index()
+    index = store.index(verify=False)  # the episodes shown are checked as they are read
     ids = index.column("episode_id").to_pylist()
     shown = ids[-cfg.max_episodes :] if cfg.max_episodes else ids
     images = _Images(out, cfg.image_max_side, cfg.image_quality)
-    place = {episode_id: i for i, episode_id in enumerate(reversed(shown))}  # newest first
-    rendered: list[_Rendered | None] = [None] * len(place)
-    with RateProgress("view", total=len(place)) as bar:
-        for r in _render_all(store.iter_load(shown, index=index), images):
-            rendered[place[r.episode_id]] = r
+    tally = _Tally()
+    with _Spool() as sections, RateProgress("view", total=len(shown)) as bar:
+        newest_first = store.iter_stored_screens(shown, index=index, newest_first=True)
+        for r in _render_all(newest_first, images):
+            sections.add(r.html)
+            tally.add(r)
             bar.update(1, steps=r.steps, successes=int(r.outcome == "success"))
-    done = [r for r in rendered if r is not None]
-    counted = [r for r in done if r.counted]
-    wins = sum(r.outcome == "success" for r in counted)
-    problems = {str(path): msg for path, msg in store.bad_shards.items()}
-    curves: list[Path] = []
-    if cfg.curves:
-        try:
-            records = run_dir.read_metrics()
-        except DataError as e:  # a damaged or foreign metrics file costs only the curves
-            problems[str(run_dir.metrics_path)] = str(e)
-            records = []
-        curves = learning_curves(records, out.subfolder("curves"), index)
-    curve_names = [out.record(p) for p in curves]
-    page = _page(
-        title=str(run_dir.path),
-        sections=[r.html for r in done],
-        tasks=sorted({r.task for r in done}),
-        outcomes=[*OUTCOMES, *sorted({r.outcome for r in done} - set(OUTCOMES))],
-        total=len(ids),
-        success=(wins / len(counted)) if counted else None,
-        curves=curve_names,
-        bad=problems,
-        league=_league_table(run_dir.path, problems),
-    )
-    write_text(out.path("index.html"), page)  # scrubbed: stores written before the scrubber too
+        problems = {str(path): msg for path, msg in store.bad_shards.items()}
+        problems.update(images.problems)
+        curves: list[Path] = []
+        if cfg.curves:
+            try:
+                records = run_dir.read_metrics()
+            except DataError as e:  # a damaged or foreign metrics file costs only the curves
+                problems[str(run_dir.metrics_path)] = str(e)
+                records = []
+            curves = learning_curves(records, out.subfolder("curves"), index)
+        head, tail = _page(
+            title=str(run_dir.path),
+            tally=tally,
+            total=len(ids),
+            curves=[out.record(p) for p in curves],
+            bad=problems,
+            league=_league_table(run_dir.path, problems),
+        )
+        # scrubbed part by part: stores written before the scrubber too
+        write_text_parts(out.path("index.html"), itertools.chain([head], sections, [tail]))
     out.finish()
-    return Report(out.folder / "index.html", len(done), len(ids), curves, problems)
+    return Report(out.folder / "index.html", tally.shown, len(ids), curves, problems)
 
 
 def _league_table(run: Path, problems: dict[str, str]) -> str:
@@ -467,19 +492,67 @@ class _Rendered:
     counted: bool  #: in the success rate (not truncated)
 
 
-def _render(t: Trajectory, images: _Images) -> _Rendered:
-    section = _episode_html(t, _episode_images(t, images))
+@dataclass
+class _Tally:
+    """What the page's header says of the episodes drawn: how many, their tasks and
+    outcomes, and the successes among those in the success rate."""
+
+    shown: int = 0
+    counted: int = 0
+    wins: int = 0
+    tasks: set[str] = field(default_factory=set)
+    outcomes: set[str] = field(default_factory=set)
+
+    def add(self, r: _Rendered) -> None:
+        self.shown += 1
+        self.counted += int(r.counted)
+        self.wins += int(r.counted and r.outcome == "success")
+        self.tasks.add(r.task)
+        self.outcomes.add(r.outcome)
+
+    @property
+    def success(self) -> float | None:
+        return self.wins / self.counted if self.counted else None
+
+
+class _Spool:
+    """The drawn episodes' sections, in order, in a temporary file (each scrubbed as it
+    comes), read back one at a time when the page is written."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__
+
+    def add(self, section: str) -> None:
+        data = scrub(section).encode("utf-8")
+        self.file.write(len(data).to_bytes(8, "little") + data)
+
+    def __iter__(self) -> Iterator[str]:
+        self.file.seek(0)
+        while head := self.file.read(8):
+            yield self.file.read(int.from_bytes(head, "little")).decode("utf-8") + "\n"
+
+    def __enter__(self) -> _Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+
+def _render(t: Trajectory, screens: list[bytes | None], images: _Images) -> _Rendered:
+    section = _episode_html(t, _episode_images(t, screens, images))
     return _Rendered(t.episode_id, section, t.task, outcome(t), t.length, not t.is_truncated)
 
 
-def _render_all(trajectories: Iterator[Trajectory], images: _Images) -> Iterator[_Rendered]:
-    """Render episodes on a few threads while the store decodes the next ones; at most a few
-    episodes (with their pixels) are held at once."""
+def _render_all(
+    episodes: Iterator[tuple[Trajectory, list[bytes | None]]], images: _Images
+) -> Iterator[_Rendered]:
+    """Render episodes (images written, decoded only where they must be) on a few threads
+    while the store reads the next ones; at most a few episodes are held at once."""
     workers = max(1, min(4, os.cpu_count() or 1))
     pending: deque[Future[_Rendered]] = deque()
     with ThreadPoolExecutor(workers, thread_name_prefix="view") as pool:
-        for t in trajectories:
-            pending.append(pool.submit(_render, t, images))
+        for t, screens in episodes:
+            pending.append(pool.submit(_render, t, screens, images))
             while len(pending) > 2 * workers:
                 yield pending.popleft().result()
         while pending:
@@ -495,16 +568,14 @@ def _options(values: list[str]) -> str:
 def _page(
     *,
     title: str,
-    sections: list[str],
-    tasks: list[str],
-    outcomes: list[str],
+    tally: _Tally,
     total: int,
-    success: float | None,
     curves: list[str],
     bad: dict[str, str],
     league: str = "",
-) -> str:
-    rate = f"{success:.1%}" if success is not None else "n/a"
+) -> tuple[str, str]:
+    """The page before the episodes' sections and after them."""
+    rate = f"{tally.success:.1%}" if tally.success is not None else "n/a"
     bad_html = "".join(f"<li>{html.escape(msg)}</li>" for msg in bad.values())
     bad_html = f'<ul class="bad">skipped: {bad_html}</ul>' if bad_html else ""
     if league:  # a league run: its table above the episodes
@@ -512,27 +583,28 @@ def _page(
             f'<section id="league"><h2>League</h2><pre>{html.escape(league)}</pre></section>'
         )
     curve_html = "".join(f'<img src="{html.escape(c)}" alt="{html.escape(c)}">' for c in curves)
-    template = string.Template(
+    text = (
         resources.files("devicerl.runtime.reports")
         .joinpath("viewer_template.html")
         .read_text("utf-8")
     )
-    return template.substitute(
-        title=html.escape(title),
-        summary=(
-            f'<span id="shown">{len(sections)}</span> of {len(sections)} episodes shown '
+    before, _, after = text.partition("$episodes")
+    values = {
+        "title": html.escape(title),
+        "summary": (
+            f'<span id="shown">{tally.shown}</span> of {tally.shown} episodes shown '
             f"(newest first; {total} in the store); success rate of shown episodes "
             f"(truncated excluded): {rate}"
         ),
-        task_options=_options(tasks),
-        outcome_options=_options(outcomes),
-        curves=f'<section id="curves" hidden>{curve_html}</section>' if curves else "",
-        tabs=(
+        "task_options": _options(sorted(tally.tasks)),
+        "outcome_options": _options([*OUTCOMES, *sorted(tally.outcomes - set(OUTCOMES))]),
+        "curves": f'<section id="curves" hidden>{curve_html}</section>' if curves else "",
+        "tabs": (
             '<nav id="tabs"><button id="tab-episodes" class="on">Episodes</button>'
             f'<button id="tab-curves">Learning curves ({len(curves)})</button></nav>'
             if curves
             else ""
         ),
-        bad=bad_html,
-        episodes="\n".join(sections),
-    )
+        "bad": bad_html,
+    }
+    return string.Template(before).substitute(values), string.Template(after).substitute(values)

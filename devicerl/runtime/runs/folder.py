@@ -72,10 +72,6 @@ class RunDir:
         return self.path / self.METRICS
 
     @property
-    def tb_dir(self) -> Path:
-        return self.path / self.TENSORBOARD
-
-    @property
     def checkpoints(self) -> Path:
         return self.path / self.CHECKPOINTS
 

@@ -35,9 +35,12 @@ def check_agent_options(where: str, spec: AgentSpec) -> None:
     """Refuse an option of ``spec`` (the agent at ``where``) that would be ignored."""
     defaults = AgentSpec()
     for name in ("small", "api", "autoui", "vlm", "path", "init_from", "vision_dir"):
-        if name not in READS.get(spec.kind, ()) and getattr(spec, name) != getattr(defaults, name):
+        default = getattr(defaults, name)
+        if name not in READS.get(spec.kind, ()) and getattr(spec, name) != default:
+            reset = "null" if default is None else "{}"  # drops a config file's block
             raise ConfigError(
-                f"{where}.{name}: the {spec.kind} agent does not read it (leave it out)"
+                f"{where}.{name}: the {spec.kind} agent does not read it (leave it out, or "
+                f"set {where}.{name}={reset})"
             )
     if spec.kind == "small" and spec.path is not None and Path(spec.path).is_dir():
         _check_saved_small(where, spec)

@@ -19,7 +19,7 @@ from devicerl.algos.config import (
     GiGPOConfig,
     GRPOConfig,
 )
-from devicerl.envs.registry import EnvSpec
+from devicerl.envs.registry import EnvSpec, option_kinds, options_type, read_options
 from devicerl.errors import ConfigError
 from devicerl.judges.config import JudgeConfig
 from devicerl.league.config import LeagueConfig, PolicySpec, validate_league
@@ -36,13 +36,24 @@ _SUPERVISOR = SupervisorConfig()
 
 @dataclass
 class EnvConfig:
-    """The devices."""
+    """The devices: which kind (``name``) and its options, a dataclass per kind
+    (`devicerl.envs.registry`), read by the same loader as every other option."""
 
     name: str = field(
-        default="browser", metadata={"help": "device backend: browser, synthetic, android, ..."}
+        default="browser",
+        metadata={
+            "help": "device: browser, synthetic, android, or one named after a task suite "
+            "(miniwob, miniwob/TASK, synthetic/TASK, ...); its options go in env.options"
+        },
     )
-    kwargs: dict[str, Any] = field(
-        default_factory=dict, metadata={"help": "device options, e.g. {screenshot: false}"}
+    options: Any = field(
+        default=None,
+        metadata={
+            "help": "the options of the device env.name names (listed per device), e.g. "
+            "{screenshot: false}",
+            "type_from": ("name", options_type),
+            "variants": option_kinds,
+        },
     )
     num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel", "min": 1})
     worker: Literal["subprocess", "serial", "ray"] = field(
@@ -58,11 +69,20 @@ class EnvConfig:
         metadata={"help": "restart a device whose reset takes longer (seconds)", "gt": 0},
     )
 
+    def __post_init__(self) -> None:
+        """Built in code: no options are the device's defaults, a mapping is read into its
+        dataclass (the loader hands over the dataclass, read by ``type_from``)."""
+        try:
+            options_type(self.name)
+        except ConfigError as e:
+            raise ConfigError(f"env.name: {e}") from None
+        self.options = read_options(self.name, self.options, key="env.options")
+
     def make_pool(self, tasks: TaskSampler, seed: int = 0) -> EnvPool:
         """``num_envs`` supervised devices playing ``tasks`` (in this process's pool)."""
         from devicerl.pool.pool import EnvPool
 
-        specs = [EnvSpec(self.name, dict(self.kwargs)) for _ in range(self.num_envs)]
+        specs = [EnvSpec(self.name, self.options) for _ in range(self.num_envs)]
         return EnvPool(
             specs,
             tasks=tasks,

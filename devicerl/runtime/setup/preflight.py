@@ -1,9 +1,9 @@
 """Checks a run's config against the world before anything is written.
 
-`load_config` already checked types and each dataclass's own rules; `check_run_config` adds
-what needs the registries and the file system: the task specs (train and eval: a typo in
-``tasks.eval`` fails at start, not after the training budget), the device name and its
-options, the agent's files and the offline data. It starts no device and writes nothing, so
+`load_config` already checked types and each dataclass's own rules (the device's name and its
+options among them); `check_run_config` adds what needs the task registry and the file system:
+the task specs (train and eval: a typo in ``tasks.eval`` fails at start, not after the training
+budget), the agent's files and the offline data. It starts no device and writes nothing, so
 a command calls it before it creates or locks a run folder.
 """
 
@@ -15,7 +15,6 @@ from pathlib import Path
 
 from devicerl.agents.factory import AgentSpec
 from devicerl.clients.chat import ChatConfig, unset_key_message
-from devicerl.envs.registry import check_options, lookup
 from devicerl.errors import ConfigError, DeviceRLError
 from devicerl.files import is_regular
 from devicerl.runtime.setup.agent_options import check_agent_options
@@ -27,14 +26,6 @@ from devicerl.tasks import resolve
 def check_run_config(cfg: TrainConfig) -> None:
     """Raise `ConfigError` (one line naming the key) for anything the run would fail on."""
     episode_steps = _check_tasks(cfg)
-    try:
-        lookup(cfg.env.name)
-    except ConfigError as e:
-        raise ConfigError(f"env.name: {e}") from None
-    try:
-        check_options(cfg.env.name, cfg.env.kwargs)
-    except ConfigError as e:
-        raise ConfigError(f"env.kwargs: {e}") from None
     _check_agent(cfg)
     offline_steps = _check_offline(cfg)
     _check_keys(cfg)

@@ -4,7 +4,8 @@ folder of any landed version resumes with the same meaning.
 `upgrade_run_config` applies each landed change of the run options in order, oldest first, to
 the run and to each league policy: an option renamed or merged moves with its value (the
 learning rates the actor and the critic once kept under ``digirl.`` / ``filtered_bc.``, the
-ablation switches that became selection steps, ``0`` for "none" that became ``null``); an option
+ablation switches that became selection steps, ``0`` for "none" that became ``null``, the
+device's options saved as the free mapping ``env.kwargs`` that are ``env.options`` now); an option
 that became a constant is dropped, and a saved value other than the one the code now uses is
 logged in one line naming it (`devicerl.config.retire`). An option moves only where it meant
 something: ``filtered_bc.actor`` of a DigiRL run was never read, ``league.learner_shards`` of a
@@ -15,6 +16,7 @@ loader to check. ``tests/data/saved_configs/`` holds a saved config of every lan
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +24,7 @@ from devicerl.agents.config import upgrade_saved_agent
 from devicerl.agents.saved import upgrade_older_agent
 from devicerl.config import (
     IGNORED,
+    REDACTED,
     drop_retired,
     retire,
     saved_flag,
@@ -33,6 +36,8 @@ from devicerl.config import (
     used_only,
 )
 from devicerl.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 #: The learners that kept their own actor options (``digirl.actor``, ``filtered_bc.actor``).
 OWN_ACTOR = ("digirl", "filtered_bc")
@@ -271,6 +276,7 @@ def _run_options(out: dict[str, Any], league: bool) -> None:
     _logging(out)
     _rollouts(out)
     _learners(out, league)
+    _devices(out)
 
 
 def _logging(out: dict[str, Any]) -> None:
@@ -306,3 +312,37 @@ def _learners(out: dict[str, Any], league: bool) -> None:
     if found and league and saved_number("league.learner_shards", shards or 0, int) > 1:
         saved_put(out, "learner", {})
         out["learner"]["num_workers"] = int(shards)
+
+
+# -- the devices ---------------------------------------------------------------------------------
+def _devices(out: dict[str, Any]) -> None:
+    """``env.kwargs`` (a free mapping) became ``env.options`` (the device's options dataclass),
+    with MiniWoB++'s options out of ``suite_options`` and the emulator console's token file
+    under a name that is not redacted as a secret when saved (a redacted one reads as the
+    default)."""
+    saved_move(out, "env.kwargs", "env.options")
+    options = saved_section(out, "env.options")
+    if options is None:
+        return
+    _lift_suite_options(options)
+    if "emulator_console_token" in options:
+        path = options.pop("emulator_console_token")
+        if path == REDACTED:
+            log.warning("env.options.emulator_console_token was saved redacted; the default "
+                        "token file is used")  # fmt: skip
+        else:
+            options.setdefault("emulator_console_token_file", path)
+
+
+def _lift_suite_options(options: dict[str, Any]) -> None:
+    """MiniWoB++'s options saved in ``suite_options`` become device options; anything else
+    there is left for the loader to name."""
+    suites = options.pop("suite_options", None)
+    rest = dict(suites) if isinstance(suites, Mapping) else suites
+    for suite in ("miniwob", "webskills"):
+        lifted = rest.get(suite) if isinstance(rest, dict) else None
+        if isinstance(lifted, Mapping):
+            del rest[suite]  # type: ignore[union-attr]
+            options.update({k: v for k, v in lifted.items() if k not in options})
+    if rest:
+        options["suite_options"] = rest
