@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,8 +23,11 @@ from devicerl.agents.vlm.config import VLMConfig, VLMLoRA, VLMOptions
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.codecs.json_actions import format_action
+from devicerl.config import load_config, save_config, shipped_configs
 from devicerl.envs import EnvSpec
 from devicerl.errors import ConfigError
+from devicerl.runtime.runs.folder import RunDir
+from devicerl.runtime.setup.config import TrainConfig
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
@@ -202,3 +206,19 @@ def test_codec_choice_family_defaults_and_agents_saved_before_codecs(families, t
     assert before["vlm"]["codec"] == "json"
     since = upgrade_saved_agent({"kind": "vlm", "vlm": {"codec": None}})
     assert since["vlm"]["codec"] is None
+
+
+def test_vlm_run_folders_saved_before_codecs_resume_in_json(tmp_path) -> None:
+    """The committed run configs of VLM runs saved before ``agent.vlm.codec`` existed resume
+    speaking JSON, the language they trained in; the shipped mobile_use setup, saved and
+    resumed, keeps its codec."""
+    saved = sorted((Path(__file__).parent / "data" / "saved_configs").glob("*/*vlm*.yaml"))
+    assert saved
+    resumed = [tmp_path / "today.yaml"]
+    save_config(load_config(TrainConfig, shipped_configs()["miniwob-vlm-mobile-use"]), resumed[0])
+    for i, path in enumerate([*saved, *resumed]):
+        run = RunDir(tmp_path / f"run{i}").create()
+        run.config_path.write_text(path.read_text())
+        cfg = run.load_config(TrainConfig)
+        assert cfg.agent.kind == "vlm"
+        assert cfg.agent.vlm.codec == ("mobile_use" if path in resumed else "json"), path
