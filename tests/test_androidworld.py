@@ -20,7 +20,7 @@ from android_helpers import device, drive, env_kwargs
 from devicerl.actions import Action
 from devicerl.envs import EnvSpec, make
 from devicerl.envs.androidworld.client import AndroidWorldClient, Instance, SuiteParams
-from devicerl.envs.registry import check_options
+from devicerl.envs.registry import read_options
 from devicerl.errors import ConfigError, DeviceCrashed, DeviceError, TaskError
 from devicerl.judges import JudgeConfig
 from devicerl.judges.native import NativeJudge
@@ -224,9 +224,10 @@ def test_options_and_refusals(tmp_path, monkeypatch):
         make("androidworld", servers={"emulator-5554": "http://127.0.0.1:1"}, snapshot="s")
     with pytest.raises(ConfigError, match="serial 'emulator-9' has no entry in servers"):
         make("androidworld", servers={"emulator-5554": "http://127.0.0.1:1"}, serial="emulator-9")
-    check_options("androidworld", {"servers": {}, "ui_elements": True, "step_settle_s": 0.5})
-    with pytest.raises(ConfigError, match="has no option 'server'"):
-        check_options("androidworld", {"server": "http://x"})
+    options = read_options("androidworld", {"servers": {}, "ui_elements": True})
+    assert options.ui_elements and options.server_timeout_s == 300.0  # the android device's too
+    with pytest.raises(ConfigError, match=r"unknown config key 'androidworld\.server'"):
+        read_options("androidworld", {"server": "http://x"})
     with fleet(tmp_path, monkeypatch) as (_, _, kwargs):
         task = resolve("androidworld/SumRetrieval/0")[0]
         env = make("androidworld", **kwargs)

@@ -18,6 +18,7 @@ from devicerl.cli.common import config_options
 from devicerl.config import REDACTED, load_config, save_config
 from devicerl.envs import EnvSpec, make, registry
 from devicerl.envs.android import AndroidOptions
+from devicerl.envs.androidworld.options import AndroidWorldOptions
 from devicerl.envs.browser import BrowserOptions
 from devicerl.envs.browsergym.options import BrowserGymOptions
 from devicerl.envs.foreign import ForeignOptions
@@ -29,6 +30,7 @@ from devicerl.tasks.miniwob import MiniWoBOptions
 
 KINDS = (
     AndroidOptions,
+    AndroidWorldOptions,
     BrowserOptions,
     BrowserGymOptions,
     ForeignOptions,
@@ -114,6 +116,10 @@ def test_a_bad_device_option_is_one_line_naming_its_key(overrides, line) -> None
     assert str(e.value).startswith(line) and "\n" not in str(e.value), str(e.value)
 
 
+#: Kinds whose options extend another kind's (listed once, under the broader kind).
+BROADER = {MiniWoBOptions: BrowserOptions, AndroidWorldOptions: AndroidOptions}
+
+
 def test_every_device_option_is_listed_in_help_and_counted() -> None:
     listed = config_options(TrainConfig)
     options = {key: text for key, _, text, _ in listed}
@@ -122,12 +128,11 @@ def test_every_device_option_is_listed_in_help_and_counted() -> None:
         f.name
         for cls in KINDS
         for f in dataclasses.fields(cls)
-        if cls is not MiniWoBOptions
-        or f.name not in {g.name for g in dataclasses.fields(BrowserOptions)}
+        if cls not in BROADER or f.name not in {g.name for g in dataclasses.fields(BROADER[cls])}
     }
     tops = {k.split(".")[2] for k in device}
     assert tops == own and all(options[k].strip() for k in device)
-    assert len(device) == 64 and len(listed) == 183  # 119 run + 64 device options
+    assert len(device) == 66 and len(listed) == 185  # 119 run + 66 device options
     assert device.count("env.options.screenshot") == 2  # android's and the browser's
     assert options["env.options.time_limit_s"].endswith(
         "[miniwob, miniwob/*, webskills-reach/*, webskills/*]"

@@ -139,6 +139,7 @@ EXAMPLES = {
     "JudgeConfig": "chat.model=gpt-4o",
     "ViewConfig": "max_episodes=50",
     "ImportConfig": "image_root=/data/digirl/images",
+    "ExportConfig": "success=true",
 }
 
 

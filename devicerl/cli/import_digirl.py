@@ -1,22 +1,15 @@
 """``devicerl import-digirl FILE... --out DIR``: convert DigiRL ``.pt`` trajectories to a store.
 
-The output is a run folder (``DIR/trajectories/``), so ``devicerl view DIR`` shows the imported
-episodes and offline or off-to-online training can start from them. A new DIR is built beside
-its final name and renamed at the end; an earlier import's DIR gets the new episodes only once
-every file converted; any other existing folder (a training run, a folder of other files) is
-refused before any work. A failed import leaves nothing behind. The count printed is the count
-stored.
+The output is a run folder (``DIR/trajectories/``, `devicerl.cli.import_folder`), so
+``devicerl view DIR`` shows the imported episodes and offline or off-to-online training can start
+from them. The count printed is the count stored.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from devicerl.cli.common import add_config_args, resolve_config
 
@@ -42,13 +35,9 @@ class ImportConfig:
     codec: str = field(default="webp-lossless", metadata={"help": "screenshot codec"})
 
     def validate(self) -> None:
-        from devicerl.data.codec import check_codec
-        from devicerl.errors import ConfigError
+        from devicerl.cli.import_folder import check_store_codec
 
-        try:
-            check_codec(self.codec)
-        except ValueError as e:
-            raise ConfigError(f"codec: {e}") from None
+        check_store_codec(self.codec)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,6 +63,8 @@ def _task_names(spec: str | None) -> dict[str, str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from devicerl.cli.import_folder import check_import_folder, import_into
+    from devicerl.data.digirl_import import import_digirl
     from devicerl.errors import ConfigError
     from devicerl.files import check_apart
 
@@ -84,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     inputs = [("FILE.pt", f) for f in files]
     check_apart(args.out, inputs + ([("image_root", cfg.image_root)] if cfg.image_root else []))
-    check_import_folder(out)  # before any work
+    check_import_folder(out, "import-digirl")  # before any work
     if cfg.image_root and not Path(cfg.image_root).is_dir():
         raise ConfigError(f"image_root: {cfg.image_root} is not a folder")
     task_names = _task_names(cfg.tasks)
@@ -94,10 +85,7 @@ def run(args: argparse.Namespace) -> int:
         "task_names": task_names,
         "codec": cfg.codec,
     }
-    if out.exists():
-        stats = _import_into_existing(out, files, kwargs)
-    else:
-        stats = _import_into_new(out, files, kwargs)
+    stats = import_into(out, lambda store: import_digirl(files, store, **kwargs))
     rate = stats.successes / stats.trajectories if stats.trajectories else 0.0
     again = f"; {stats.already_stored} already in the store" if stats.already_stored else ""
     print(
@@ -106,66 +94,3 @@ def run(args: argparse.Namespace) -> int:
         f"{stats.images_missing} -> {out / 'trajectories'}"
     )
     return 0
-
-
-#: What an import folder holds: its store, its lock, and (made by older versions) an empty
-#: ``checkpoints/``. Anything else is another command's.
-IMPORT_ENTRIES = {"trajectories", ".lock", "checkpoints"}
-
-
-def check_import_folder(out: Path) -> None:
-    """``--out`` is a new folder (whose parent can be written), an empty one, or an earlier
-    import's; a run of another command or a folder of other files is refused (one line)."""
-    from devicerl.errors import RunError
-    from devicerl.files import check_output
-
-    check_output(out, what="--out", error=RunError)
-    if not out.is_dir():
-        return
-    foreign = sorted(
-        e.name
-        for e in out.iterdir()
-        if e.name not in IMPORT_ENTRIES
-        or (e.name == "checkpoints" and (not e.is_dir() or any(e.iterdir())))
-    )
-    if foreign:
-        raise RunError(
-            f"--out {out} holds {foreign[0]}: it is not an earlier import (imports add only "
-            "to a folder made by import-digirl); choose a new folder"
-        )
-
-
-def _import_into_new(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
-    """Build the whole run folder beside ``out`` and rename it into place at the end."""
-    from devicerl.data.digirl_import import import_digirl
-    from devicerl.runtime.runs.folder import RunDir
-
-    made = [p for p in reversed(out.parents) if not p.exists()]
-    work = RunDir(out.with_name(f".{out.name}.importing-{os.getpid()}"))
-    try:
-        work.trajectories.mkdir(parents=True)
-        stats = import_digirl(files, work.trajectories, **kwargs)
-        os.rename(work.path, out)
-    except BaseException:
-        shutil.rmtree(work.path, ignore_errors=True)
-        for p in reversed(made):  # folders this import created for --out
-            with contextlib.suppress(OSError):
-                p.rmdir()
-        raise
-    return stats
-
-
-def _import_into_existing(out: Path, files: list[str], kwargs: dict[str, Any]) -> Any:
-    """Add the new episodes to an existing folder's store (locked; staged by `import_digirl`)."""
-    from devicerl.data.digirl_import import import_digirl
-    from devicerl.errors import RunError
-    from devicerl.runtime.runs.folder import RunDir
-
-    run = RunDir(out)
-    if not out.is_dir():
-        raise RunError(f"--out {out} exists and is not a folder")
-    run.lock()
-    try:
-        return import_digirl(files, run.trajectories, **kwargs)
-    finally:
-        run.unlock()

@@ -31,6 +31,8 @@ COMMANDS = (
     "judge-eval",
     "bench",
     "import-digirl",
+    "import-adp",
+    "export",
     "cluster",
     "league",
     "interpolate",

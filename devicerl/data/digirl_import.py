@@ -43,10 +43,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-import os
 import pickle
 import re
-import shutil
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -377,38 +375,21 @@ def import_digirl(
     same file imported again, or named twice) is left out and counted in ``already_stored``;
     the other counts are of the trajectories stored now.
     """
-    from devicerl.data.store import TrajectoryStore, TrajectoryWriter
+    from devicerl.data.staging import add_to_store
 
-    folder = Path(store_folder)
     converted = ImportStats()
     stats = StoredStats()
-    kw = {"codec": codec} if codec else {}
-    existing: set[str] = set()
-    if folder.is_dir():
-        existing = set(TrajectoryStore(folder).index().column("episode_id").to_pylist())
-    stage = folder.parent / f".{folder.name}.importing-{uuid.uuid4().hex[:8]}"
-    try:
-        with TrajectoryWriter(stage, flush_every=64, flush_interval_s=None, **kw) as writer:
-            for path in paths:
-                for traj in iter_digirl(
-                    path,
-                    image_root=image_root,
-                    features=features,
-                    task_names=task_names,
-                    stats=converted,
-                ):
-                    if traj.episode_id in existing:
-                        stats.already_stored += 1
-                        continue
-                    existing.add(traj.episode_id)
-                    writer.append(traj)
-                    stats.trajectories += 1
-                    stats.steps += traj.length
-                    stats.successes += int(traj.success)
-        stats.images_found, stats.images_missing = converted.images_found, converted.images_missing
-        folder.mkdir(parents=True, exist_ok=True)
-        for f in sorted(stage.iterdir()):  # manifest-* before shard-*: shards land listed
-            os.replace(f, folder / f.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+
+    def count(traj: Trajectory) -> None:
+        stats.trajectories += 1
+        stats.steps += traj.length
+        stats.successes += int(traj.success)
+
+    def converting():
+        for path in paths:
+            yield from iter_digirl(path, image_root=image_root, features=features,
+                                   task_names=task_names, stats=converted)  # fmt: skip
+
+    stats.already_stored = add_to_store(store_folder, converting(), codec=codec, stored=count)
+    stats.images_found, stats.images_missing = converted.images_found, converted.images_missing
     return stats

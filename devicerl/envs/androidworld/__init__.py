@@ -5,6 +5,17 @@ Needs the ``android`` extra (adbutils) and a running AndroidWorld server beside 
 `devicerl.testing.androidworld_server` stands in for the server in tests.
 """
 
-from devicerl.envs.androidworld.env import AndroidWorldEnv
+from typing import Any
 
-__all__ = ["AndroidWorldEnv"]
+from devicerl.envs.androidworld.options import AndroidWorldOptions
+
+
+def __getattr__(name: str) -> Any:  # the device needs adbutils: imported when asked for
+    if name == "AndroidWorldEnv":
+        from devicerl.envs.androidworld.env import AndroidWorldEnv
+
+        return AndroidWorldEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["AndroidWorldEnv", "AndroidWorldOptions"]
