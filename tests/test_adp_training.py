@@ -16,8 +16,8 @@ import torch
 
 from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig
 from devicerl.cli.main import main
 from devicerl.config import load_config
 from devicerl.data.adp.write import export_adp
@@ -33,7 +33,7 @@ FIXTURE = Path(__file__).parent / "data" / "adp" / "miniwob"
 MINIWOB = "miniwob/click-button,miniwob/click-link,miniwob/focus-text-2,miniwob/click-dialog-2"
 ON_MINIWOB = [
     "env.name=browser",
-    "env.kwargs={screenshot: false, task_pages: 1}",
+    "env.options={screenshot: false, task_pages: 1}",
     "env.num_envs=2",
     f"tasks.train={MINIWOB}",
     "eval.n_tasks=4",
@@ -120,7 +120,7 @@ def test_a_tiny_vlm_learns_offline_from_imported_adp_then_online(tmp_path, one_t
     s = _train(
         tmp_path / "run", "mode=off2on", "algo=filtered_bc", f"offline_data={tmp_path / 'data'}",
         "offline_iterations=4", "env_steps=6", "trajectories_per_iter=4", "env.name=synthetic",
-        "env.kwargs={screen: [64, 96], n_boxes: 2}", "env.num_envs=2", "env.worker=serial",
+        "env.options={screen: [64, 96], n_boxes: 2}", "env.num_envs=2", "env.worker=serial",
         "tasks.train=synthetic/tap", "tasks.max_steps=2", "agent.kind=vlm", f"agent.path={model}",
         "agent.history=0", "agent.vlm.max_new_tokens=24", "actor.lr=3e-3", "actor.updates=4",
         "actor.batch_size=4", "actor.grad_accum=1", "eval.at_end=false",
