@@ -22,7 +22,7 @@ from typing import Any
 from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
 from devicerl.agents.config import AGENT_SETTINGS, AutoUIOptions, SmallAgentOptions
-from devicerl.agents.vlm_config import VLMOptions
+from devicerl.agents.vlm.config import VLMOptions
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ class AgentSpec:
                 overrides=self.settings(),
             )
         if self.kind == "vlm":
-            from devicerl.agents.vlm import VLMAgent
+            from devicerl.agents.vlm.agent import VLMAgent
 
             assert self.path is not None
             return VLMAgent.from_pretrained(
