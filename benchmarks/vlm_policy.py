@@ -38,8 +38,8 @@ import torch
 
 from devicerl.actions import Action
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make

@@ -16,8 +16,8 @@ import torch
 
 from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig
 from devicerl.cli.main import main
 from devicerl.config import load_config
 from devicerl.data.adp.write import export_adp

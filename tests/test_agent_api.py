@@ -1,5 +1,6 @@
 """The API agent against a real loopback chat-completions server."""
 
+import json
 import threading
 import time
 
@@ -8,9 +9,11 @@ import pytest
 from devicerl.actions import VALID_TYPES, Action, ActionType, format_autoui, parse_autoui
 from devicerl.agents import require_trainable
 from devicerl.agents.api import APIAgent, APIAgentConfig
-from devicerl.agents.prompt import ACTION_DOCS, action_space_doc, system_prompt
 from devicerl.clients import ChatClient, ChatConfig
 from devicerl.clients.chat import ChatAuthError
+from devicerl.codecs import MobileUse
+from devicerl.codecs.autoui import action_space_doc, system_prompt
+from devicerl.codecs.docs import ACTION_DOCS
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step, with_previous_actions
@@ -75,6 +78,33 @@ def test_acts_from_replies_and_sends_screenshot_prompt_and_key(monkeypatch) -> N
     env = make("synthetic/tap", n_boxes=3)
     env.reset(seed=0)
     assert env.step(sample.action).info["success"]
+
+
+def test_a_served_gui_model_is_prompted_and_read_in_its_own_language() -> None:
+    """With Qwen2.5-VL's codec the endpoint gets the ``mobile_use`` tool and the screenshot's
+    resized resolution; its tool call, in pixels of that resized image, lands on the box."""
+    obs = with_previous_actions(_obs(1)[0], [Action.back()])
+    target = next(e for e in obs.elements if obs.instruction.endswith(e.text))
+    geometry = MobileUse.served(obs.screenshot.shape[1], obs.screenshot.shape[0])
+    (w, h), (x, y) = geometry.size, obs.to_normalised(*target.center)
+    call = {
+        "name": "mobile_use",
+        "arguments": {"action": "click", "coordinate": [round(x * w), round(y * h)]},
+    }
+    reply = f"<tool_call>\n{json.dumps(call)}\n</tool_call>"  # fmt: skip
+    with ScriptedChatServer(lambda body: Reply(reply)) as srv:
+        cfg = ChatConfig(base_url=srv.base_url, model="qwen")
+        agent = APIAgent(APIAgentConfig(chat=cfg), ChatClient(cfg), codec=MobileUse())
+        sample = agent.act([obs])[0]
+        system, user = srv.requests[0].body["messages"]
+    assert f"The screen's resolution is {w}x{h}." in system["content"]
+    assert "<tools>" in system["content"] and "DUAL_POINT" not in system["content"]
+    text, image = user["content"]  # the query, then the screenshot, as Qwen's cookbook
+    assert text["text"].startswith(f"The user query: {obs.instruction}\n")
+    assert '"button": "Back"' in text["text"] and image["type"] == "image_url"
+    env = make("synthetic/tap", n_boxes=3)
+    env.reset(seed=0)
+    assert sample.text == reply and env.step(sample.action).info["success"]
 
 
 def test_failures_and_garbage_become_invalid_actions_never_exceptions() -> None:

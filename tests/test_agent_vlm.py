@@ -13,16 +13,11 @@ from vlm_helpers import observations
 
 from devicerl.actions import Action
 from devicerl.agents.factory import make_agent
-from devicerl.agents.prompt import ACTION_DOCS
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMOptions
-from devicerl.agents.vlm_prompt import (
-    format_action,
-    parse_action,
-    system_text,
-    template_keeps_system,
-    user_text,
-)
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMOptions
+from devicerl.agents.vlm.prompt import template_keeps_system
+from devicerl.codecs.docs import ACTION_DOCS
+from devicerl.codecs.json_actions import format_action, parse_action, system_text
 from devicerl.envs import make
 from devicerl.errors import ConfigError
 from devicerl.records import Observation, Step
@@ -112,9 +107,8 @@ def test_prompt_has_screenshot_instruction_and_previous_actions(models) -> None:
     text = chat[1]["content"][1]["text"]
     assert text.startswith(f"Instruction: {obs.instruction}\nPrevious actions:\n")
     assert '{"type": "DUAL_POINT", "touch": [0.1, 0.2]}' in text and "UI elements" not in text
-    assert "box" in user_text(obs, include_elements=True) and "UI elements:" in user_text(
-        obs, include_elements=True
-    )
+    listing = _agent(models, include_elements=True).messages(obs, has_image=True)
+    assert "box" in listing[1]["content"][1]["text"] and "UI elements:" in str(listing)
     assert "[x, y]" in system_text() and "[y, x]" not in system_text()
     prompt = agent.processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
     assert prompt.count("<|image_pad|>") == 1 and prompt.endswith("<|im_start|>assistant\n")
@@ -129,7 +123,7 @@ def test_every_tested_family_keeps_its_system_message(models) -> None:
         prompt = agent.processor.apply_chat_template(
             agent.messages(observations(1)[0], True), add_generation_prompt=True, tokenize=False
         )
-        assert agent.system in prompt, family
+        assert agent.instructions(agent.geometry(observations(1)[0])) in prompt, family
     folds = _with_template(agent.processor, FOLDS)
     assert template_keeps_system(folds)  # Gemma 3's template folds it into the user turn
 
@@ -145,12 +139,13 @@ def test_templates_without_a_system_role_get_the_instructions_in_the_user_turn(
     assert not inline.system_role
     obs = observations(3)
     chat = inline.messages(obs[2], True)
+    system = system_text()
     assert [m["role"] for m in chat] == ["user"] and chat[0]["content"][0] == {"type": "image"}
-    assert chat[0]["content"][1]["text"].startswith(agent.system + "\n\nInstruction: ")
+    assert chat[0]["content"][1]["text"].startswith(system + "\n\nInstruction: ")
     if template is RAW:
         return
     prompt = processor.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
-    assert agent.system in prompt and prompt.count("<|image_pad|>") == 1
+    assert system in prompt and prompt.count("<|image_pad|>") == 1
     samples = inline.act(obs)  # acting and scoring through the template, end to end
     lp = inline.log_prob(obs, [s.action for s in samples], [s.text for s in samples])
     assert torch.allclose(lp.detach(), torch.tensor([s.log_prob for s in samples]), atol=1e-4)

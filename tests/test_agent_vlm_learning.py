@@ -7,15 +7,15 @@ import dataclasses
 
 import pytest
 import torch
+from vlm_helpers import two_choices
 
 import devicerl.pool.pool as pool_mod
 import devicerl.runtime.acting.collector as collector_mod
-from devicerl.actions import Action
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
-from devicerl.envs import EnvSpec, make
+from devicerl.envs import EnvSpec
 from devicerl.tasks import Task, TaskSampler
 from devicerl.testing.vlm_tiny import build_tiny_vlm
 
@@ -35,18 +35,8 @@ def _one_torch_thread():
 
 
 def _choices():
-    """The instance's screen and its two taps: on the named box and on the other one."""
-    env = make("synthetic/tap", n_boxes=2, screen=SCREEN)
-    obs = env.reset(seed=SEED)
-    env.close()
-    named = obs.instruction.rsplit(" ", 1)[-1]
-    target = next(e for e in obs.elements if e.text == named)
-    other = next(e for e in obs.elements if e is not target)
-    good, bad = (Action.tap(*[round(v, 1) for v in obs.to_normalised(*e.center)]) for e in
-                 (target, other))  # fmt: skip
-    assert target.contains(*obs.to_pixels(*good.touch))
-    assert other.contains(*obs.to_pixels(*bad.touch))
-    return obs, good, bad
+    """The instance's screen and its two taps (one decimal: short texts)."""
+    return two_choices(SEED, decimals=1)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +61,7 @@ def test_tiny_vlm_learns_the_two_choice_task_through_its_adapters(pretrained) ->
     obs, good, bad = _choices()
     lora = VLMLoRA(r=8, alpha=16, target_modules=TARGETS)
     agent = VLMAgent.from_pretrained(pretrained, dataclasses.replace(CONFIG, lora=lora))
-    assert agent.system == INSTRUCTIONS  # saved with the pretrained agent
+    assert agent.system_prompt == INSTRUCTIONS  # saved with the pretrained agent
 
     def p_good() -> float:
         with torch.no_grad():

@@ -16,7 +16,7 @@ import pytest
 from _runs import tagged_processes
 from safetensors.torch import load_file
 
-from devicerl.agents.vlm_prompt import parse_action
+from devicerl.codecs.json_actions import parse_action
 from devicerl.data.store import TrajectoryStore
 from devicerl.records import DEFAULT_POLICY
 from devicerl.runtime.runs.checkpoint import CheckpointManager

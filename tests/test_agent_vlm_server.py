@@ -15,8 +15,8 @@ from vlm_helpers import observations
 import devicerl.pool.pool as pool_mod
 import devicerl.runtime.acting.collector as collector_mod
 from devicerl.actions import Action
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA, VLMServerConfig, config_from_saved
 from devicerl.clients.chat import ChatAuthError, ChatConfig
 from devicerl.config import load_config
 from devicerl.envs import EnvSpec
@@ -60,7 +60,7 @@ def _config(server, tmp_path, sync: str = "lora", **kw) -> VLMConfig:
         weights_dir=str(tmp_path / "weights"),
     )
     lora = VLMLoRA(r=8, alpha=16, target_modules=TARGETS) if sync == "lora" else None
-    return VLMConfig(max_new_tokens=16, temperature=0.8, lora=lora, server=remote, **kw)
+    return VLMConfig(max_new_tokens=24, temperature=0.8, lora=lora, server=remote, **kw)
 
 
 def test_server_options_are_the_endpoint_and_the_sync() -> None:
@@ -89,11 +89,13 @@ def _imitate(agent: VLMAgent, action: Action, steps: int = 30) -> None:
     """A few imitation steps towards ``action``: each version is another policy, one that
     writes its action and stops."""
     obs = observations(2)
-    opt = torch.optim.Adam(agent.parameters(), lr=1e-2)
+    params = list(agent.parameters())
+    opt = torch.optim.Adam(params, lr=1e-2)
     for _ in range(steps):
         loss = -agent.log_prob(obs, [action] * 2).mean()
         opt.zero_grad()
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)  # as the learners clip
         opt.step()
 
 
@@ -147,7 +149,7 @@ def test_served_log_probs_equal_the_learners_and_adapters_follow_versions(
     loads = [r for r in server.requests if r.path == "/v1/load_lora_adapter"]
     assert [r.body["lora_name"] for r in loads] == [f"{prefix}-v{v}" for v in (1, 2, 3)]
     bodies = [r.body for r in server.requests if r.path == "/v1/chat/completions"]
-    assert {b["max_tokens"] for b in bodies} == {16}  # the agent's max_new_tokens, per request
+    assert {b["max_tokens"] for b in bodies} == {24}  # the agent's max_new_tokens, per request
     assert {b["temperature"] for b in bodies} == {0.8, 0.0}  # its temperature; 0: greedy
     chat = [r for r in server.requests if r.path == "/v1/chat/completions"][-1]
     assert chat.body["logprobs"] is True and chat.body["return_tokens_as_token_ids"] is True

@@ -15,9 +15,9 @@ from vlm_helpers import SCREEN, observations
 
 from devicerl.actions import Action
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig, VLMLoRA
-from devicerl.agents.vlm_load import is_vision_module
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig, VLMLoRA
+from devicerl.agents.vlm.load import is_vision_module
 from devicerl.algos.config import ActorConfig, CriticConfig, DigiRLConfig
 from devicerl.algos.digirl import DigiRL
 from devicerl.envs import make
@@ -125,8 +125,9 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     )
     agent.save(tmp_path / "saved")
     loaded = VLMAgent.from_pretrained(tmp_path / "saved")
-    assert loaded.system == "Tap it." and loaded.config == agent.config
-    assert VLMAgent.from_pretrained(tmp_path / "saved", system_prompt="Other.").system == "Other."
+    assert loaded.system_prompt == "Tap it." and loaded.config == agent.config
+    other = VLMAgent.from_pretrained(tmp_path / "saved", system_prompt="Other.")
+    assert other.system_prompt == "Other."
 
     meta_file = tmp_path / "saved" / "vlm_agent.json"
     meta = json.loads(meta_file.read_text())
@@ -145,7 +146,7 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     }  # fmt: skip
     meta_file.write_text(json.dumps(meta))
     older = VLMAgent.from_pretrained(tmp_path / "saved")
-    assert older.system == "Old words." and older.config.history == 2
+    assert older.system_prompt == "Old words." and older.config.history == 2
     assert older.config.lora == VLMLoRA(r=4) and older.config.server is not None
     server = older.config.server
     assert (server.base_url, server.model, server.sync) == ("http://127.0.0.1:9/v1", "m", "none")
@@ -158,7 +159,7 @@ def test_saved_instructions_and_older_saved_configs_load(models, tmp_path, caplo
     # an option whose saved value differs from the code's is named in a warning
     meta["config"]["output_format"] = "autoui"
     meta_file.write_text(json.dumps(meta))
-    with caplog.at_level("WARNING", logger="devicerl.agents.vlm_config"):
+    with caplog.at_level("WARNING", logger="devicerl.agents.vlm.config"):
         assert VLMAgent.from_pretrained(tmp_path / "saved").config == older.config
     assert "vlm.output_format='autoui'" in caplog.text and "'json' is used" in caplog.text
 

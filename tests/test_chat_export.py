@@ -14,10 +14,10 @@ import torch
 from devicerl.actions import Action
 from devicerl.agents.random import RandomPolicy
 from devicerl.agents.scripted import SyntheticOracle
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig
-from devicerl.agents.vlm_prompt import format_action, parse_action
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig
 from devicerl.cli.main import main
+from devicerl.codecs.json_actions import format_action, parse_action
 from devicerl.data.store import TrajectoryStore, TrajectoryWriter
 from devicerl.envs import make
 from devicerl.records import Judgement
@@ -140,7 +140,7 @@ def _sft(model, processor, rows, folder, steps: int) -> None:
 def test_a_model_fine_tuned_on_the_rows_acts_through_the_agent(run, tmp_path) -> None:
     from transformers import AutoModelForImageTextToText
 
-    from devicerl.agents.vlm_load import load_processor  # AutoProcessor, without torchvision
+    from devicerl.agents.vlm.load import load_processor  # AutoProcessor, without torchvision
 
     out = tmp_path / "chat"
     assert main(["export", str(run), "--format", "chat", "--out", str(out), "success=true",

@@ -10,6 +10,7 @@ from judge_helpers import by_instruction, chat_config, collect, query, verdict_t
 from PIL import Image
 
 from devicerl.clients.chat import ChatAuthError
+from devicerl.codecs import MobileUse
 from devicerl.config import load_config
 from devicerl.errors import ConfigError, DataError
 from devicerl.judges import JudgeConfig, Label, NativeJudge, Verdict, VLMJudgeConfig, make_judge
@@ -99,6 +100,26 @@ def test_vlm_request_has_task_actions_last_screens_and_verdict(tmp_path, monkeyp
         judge.judge_step(traj, 0)
         assert query(srv.requests[2].body)[1:] == (1, 2)  # the first screen and the next
         judge.close()
+
+
+def test_vlm_judge_lists_the_actions_in_its_models_own_language(tmp_path) -> None:
+    """With a codec, a GUI model judging sees the actions as it writes them: Qwen2.5-VL's tool
+    calls, in pixels of its server's resize of the screenshot."""
+    traj = collect(1, task="synthetic/tap", seed=2)[0]
+    step = traj.steps[0]
+    assert step.action.is_tap
+    with ScriptedChatServer(lambda b: verdict_text(True, "done")) as srv:
+        cache = str(tmp_path / "cache.sqlite")  # never a verdict cached by an earlier run
+        judge = VLMJudge(chat_config(srv.base_url), VLMJudgeConfig(cache_path=cache),
+                         codec=MobileUse())  # fmt: skip
+        judge.judge_step(traj, 0)
+        text = srv.requests[0].body["messages"][-1]["content"][0]["text"]
+        judge.close()
+    shot = step.observation.screenshot
+    size = MobileUse.served(shot.shape[1], shot.shape[0]).size
+    x, y = (round(v * s) for v, s in zip(step.action.touch, size))
+    assert f'{{"action": "click", "coordinate": [{x}, {y}]}}' in text
+    assert step.action.describe() not in text
 
 
 def test_vlm_survives_429_500_timeouts_garbage_with_bounded_retries(tmp_path) -> None:

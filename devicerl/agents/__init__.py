@@ -2,7 +2,7 @@
 
 - `SmallAgent` (``devicerl.agents.small``): the default small CPU transformer agent.
 - `AutoUIAgent` (``devicerl.agents.autoui``): T5 + fused vision features, AutoUI text format.
-- `VLMAgent` (``devicerl.agents.vlm``): any Hugging Face image-text-to-text model (Qwen-VL,
+- `VLMAgent` (``devicerl.agents.vlm.agent``): any Hugging Face image-text-to-text model (Qwen-VL,
   Idefics3 / SmolVLM, Gemma 3), LoRA or full fine-tuning, locally or through a server.
 - `APIAgent` (``devicerl.agents.api``): any OpenAI-compatible chat endpoint (evaluation only).
 - `RandomPolicy`, `SyntheticOracle`: baselines and demonstrations.
@@ -34,8 +34,8 @@ _LAZY = {
     "AutoUIAgent": "devicerl.agents.autoui",
     "AutoUIConfig": "devicerl.agents.autoui",
     "LoRASettings": "devicerl.agents.autoui",
-    "VLMAgent": "devicerl.agents.vlm",
-    "VLMConfig": "devicerl.agents.vlm_config",
+    "VLMAgent": "devicerl.agents.vlm.agent",
+    "VLMConfig": "devicerl.agents.vlm.config",
     "APIAgent": "devicerl.agents.api",
     "APIAgentConfig": "devicerl.agents.api",
     "SyntheticOracle": "devicerl.agents.scripted",

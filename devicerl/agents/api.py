@@ -1,9 +1,13 @@
 """An agent behind any OpenAI-compatible chat-completions endpoint (vLLM, hosted APIs, Gemini).
 
-Each observation becomes one request: a system prompt generated from the action docs
-(`devicerl.agents.prompt`), the instruction, previous actions (``Observation.previous_actions``),
-optionally the UI element list, and the screenshot (when the observation has one) as an image
-part. The reply is parsed with `parse_autoui`. A request that fails after the client's bounded
+Each observation becomes one request in the action language of a codec (`devicerl.codecs`; by
+default AutoUI's text, `AutoUICodec`: a system prompt generated from the action docs, the
+instruction, previous actions (``Observation.previous_actions``), optionally the UI element list,
+and the screenshot, when the observation has one, as an image part); the codec reads the reply.
+An endpoint serving a GUI model gets that model's own codec (``APIAgent(codec=MobileUse())``
+for a served Qwen2.5-VL): its prompt, and coordinates through the geometry the server's
+processor makes of the screenshot, sent as is (the codec's ``served`` resize).
+A request that fails after the client's bounded
 retries (`ChatError`) or a reply that does not parse becomes an invalid action with the reason
 (the device treats it as a no-op); `act` never raises for a bad endpoint. A batch is sent
 concurrently from threads, bounded by the client's concurrency cap. The API key is read from the
@@ -29,9 +33,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from devicerl.actions import Action, parse_autoui
+from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, Policy
-from devicerl.agents.prompt import system_prompt, user_prompt
 from devicerl.clients.chat import (
     CallBudget,
     ChatAuthError,
@@ -40,13 +43,13 @@ from devicerl.clients.chat import (
     ChatError,
     call_budget,
     image_part,
-    text_part,
 )
+from devicerl.codecs import ActionCodec, AutoUICodec, PromptStep, openai_messages
 from devicerl.errors import ConfigError
 from devicerl.records import Observation
 
-#: Longest UI-element list in a prompt; decimals of coordinates in prompts and replies.
-MAX_ELEMENTS, PRECISION = 50, 3
+#: Longest UI-element list in a prompt.
+MAX_ELEMENTS = 50
 #: Episodes whose budgets are remembered (the oldest are forgotten: they ended long ago).
 MAX_EPISODES = 4096
 
@@ -71,7 +74,8 @@ class APIAgent(Policy):
     """Queries a chat-completions endpoint per observation (see the module doc).
 
     ``history``: previous actions in the prompt; ``include_elements``: list up to
-    `MAX_ELEMENTS` UI elements as text; ``temperature``: sampling temperature (0: greedy)."""
+    `MAX_ELEMENTS` UI elements as text; ``temperature``: sampling temperature (0: greedy);
+    ``codec``: the action language (None: AutoUI's)."""
 
     trainable = False
     uses_episodes = True  #: `act` gets each observation's episode key (``episodes=``)
@@ -88,6 +92,7 @@ class APIAgent(Policy):
         temperature: float = 0.0,
         history: int = 4,
         include_elements: bool = True,
+        codec: ActionCodec | None = None,
     ) -> None:
         if temperature < 0 or history < 0:
             raise ConfigError(
@@ -99,7 +104,7 @@ class APIAgent(Policy):
         self.history = int(history)
         self.include_elements = bool(include_elements)
         self.client = client or ChatClient(self.config.chat, temperature=self.temperature)
-        self._system = system_prompt(PRECISION)
+        self.codec = codec or AutoUICodec()
         self._budgets: OrderedDict[Hashable, CallBudget] = OrderedDict()
         self._lock = threading.Lock()
         self._cancel = threading.Event()
@@ -119,13 +124,16 @@ class APIAgent(Policy):
 
     def messages(self, obs: Observation) -> list[dict[str, Any]]:
         """The chat messages for one observation."""
-        prev = list(obs.previous_actions)
-        prev = prev[-self.history :] if self.history > 0 else []
-        text = user_prompt(obs, prev, self.include_elements, MAX_ELEMENTS, PRECISION)
-        content: list[dict[str, Any]] = [text_part(text)]
-        if obs.screenshot is not None:
-            content.append(image_part(obs.screenshot, "png"))
-        return [{"role": "system", "content": self._system}, {"role": "user", "content": content}]
+        geometry = self.codec.served_geometry(obs)
+        prev = tuple(obs.previous_actions)[-self.history :] if self.history > 0 else ()
+        elements = ""
+        if self.include_elements and obs.elements:
+            elements = self.codec.elements_text(obs, geometry, MAX_ELEMENTS)
+        has_image = obs.screenshot is not None
+        step = PromptStep(obs.instruction, geometry, prev, elements, has_image)
+        chat = self.codec.chat(step, self.codec.system(geometry))
+        image = image_part(obs.screenshot, "png") if obs.screenshot is not None else None
+        return openai_messages(chat, image)
 
     def _one(self, obs: Observation, greedy: bool, episode: Hashable | None) -> ActionSample:
         t0 = time.perf_counter()
@@ -151,7 +159,8 @@ class APIAgent(Policy):
             "latency_s": time.perf_counter() - t0,
             "usage": reply.usage,
         }
-        return ActionSample(parse_autoui(reply.text), reply.text, None, extras)
+        action = self.codec.parse(reply.text, self.codec.served_geometry(obs))
+        return ActionSample(action, reply.text, None, extras)
 
     def act(
         self,

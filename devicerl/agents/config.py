@@ -92,6 +92,8 @@ RETIRED_AUTOUI: dict[str, Any] = {
 }
 #: Run options older run configs saved under ``agent.vlm``, with the value the code now uses.
 RETIRED_VLM: dict[str, Any] = {"output_format": "json", "train_vision": False}
+#: The codec of a VLM run saved before ``agent.vlm.codec`` existed (its actions were JSON).
+VLM_CODEC_BEFORE = "json"
 #: The input switches older run configs saved under ``agent.small``: name -> the input (those
 #: of its heads are `devicerl.agents.small.config.HEAD_SWITCHES`).
 INPUT_SWITCHES: dict[str, str] = {"pixels": "pixels", "field_labels": "field_labels"}
@@ -120,9 +122,10 @@ def _hoist_settings(out: dict[str, Any]) -> None:
 def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
     """A saved run config's ``agent`` section (an `AgentSpec` as a mapping) in today's layout:
     the small agent's switches of older versions become its ``heads`` / ``inputs`` lists, the
-    per-kind temperature, history and element list become the agent's own settings, and the
+    per-kind temperature, history and element list become the agent's own settings, the
     options no longer chosen by a run are dropped (a value other than the one now used is
-    logged). Anything else, unknown keys included, is left for the loader to check."""
+    logged), and a VLM run saved before codecs keeps its JSON actions. Anything else, unknown
+    keys included, is left for the loader to check."""
     out = dict(data)
     _hoist_settings(out)
     small = out.get("small")
@@ -143,5 +146,7 @@ def upgrade_saved_agent(data: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(vlm, Mapping):
         vlm = dict(vlm)
         drop_retired(vlm, RETIRED_VLM, "agent.vlm.")
+        if out.get("kind") == "vlm":  # a run from before codecs trained JSON actions
+            vlm.setdefault("codec", VLM_CODEC_BEFORE)
         out["vlm"] = vlm
     return out

@@ -23,7 +23,7 @@ from devicerl.agents.api import APIAgentConfig
 from devicerl.agents.base import Policy
 from devicerl.agents.config import AGENT_SETTINGS, AutoUIOptions
 from devicerl.agents.small.config import SmallAgentOptions
-from devicerl.agents.vlm_config import VLMOptions
+from devicerl.agents.vlm.config import VLMOptions
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class AgentSpec:
                 overrides=self.settings(),
             )
         if self.kind == "vlm":
-            from devicerl.agents.vlm import VLMAgent
+            from devicerl.agents.vlm.agent import VLMAgent
 
             assert self.path is not None
             return VLMAgent.from_pretrained(

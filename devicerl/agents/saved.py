@@ -20,8 +20,8 @@ from devicerl.agents.config import (
     AUTOUI_PRECISION,
 )
 from devicerl.agents.small.config import FeatureConfig, SmallAgentConfig
-from devicerl.agents.vlm_config import RETIRED as VLM_RETIRED
-from devicerl.agents.vlm_config import RETIRED_LORA, RETIRED_SERVER, SERVER_CHAT_KEYS
+from devicerl.agents.vlm.config import RETIRED as VLM_RETIRED
+from devicerl.agents.vlm.config import RETIRED_LORA, RETIRED_SERVER, SERVER_CHAT_KEYS
 from devicerl.clients.chat import ChatClient, ChatConfig
 from devicerl.config import (
     IGNORED,

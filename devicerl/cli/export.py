@@ -90,7 +90,7 @@ def selected(store: Any, cfg: ExportConfig) -> Iterator[Any]:
 
 def chat_codec(options: ChatOptions) -> Any:
     """The codec ``options.codec`` names (`devicerl.data.chat.ChatCodec`)."""
-    from devicerl.agents.vlm_chat import JsonActionPrompt
+    from devicerl.agents.vlm.chat import JsonActionPrompt
 
     return JsonActionPrompt(history=options.history, include_elements=options.include_elements)
 

@@ -7,6 +7,10 @@ and answers with a rationale and ``SUCCESS``/``FAILURE``. The shared
 `ChatClient` provides the rate limit, the concurrency cap and bounded retries; the key comes
 from an environment variable.
 
+The actions are listed as ``Action.describe`` writes them (``tap(0.250, 0.500)``), or, with a
+codec (`devicerl.codecs`; ``VLMJudge(..., codec=MobileUse())`` for a served Qwen2.5-VL), in the
+judge model's own action language, coordinates in the frame of the screenshot its server sees.
+
 Every call is keyed by a hash of the model, sampling parameters, prompt, examples and images and
 looked up in a persistent `VerdictCache` first: judging the same screens again sends nothing.
 Nothing here raises on a bad answer: an API failure or an unreadable reply becomes an
@@ -22,12 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from devicerl.clients.chat import ChatAuthError, ChatClient, ChatConfig, ChatError
+from devicerl.codecs import ActionCodec
 from devicerl.errors import DataError
 from devicerl.judges.base import Judge, Label, Verdict, observation_after, screens_until
 from devicerl.judges.cache import VerdictCache
 from devicerl.judges.config import VLMJudgeConfig
 from devicerl.judges.prompt import Example, build_prompt, parse_verdict, prompt_key, render
-from devicerl.records import Trajectory
+from devicerl.records import Step, Trajectory
 from devicerl.secrets import scrub
 
 log = logging.getLogger(__name__)
@@ -50,7 +55,8 @@ IMAGE_FORMAT = "png"
 
 
 class VLMJudge(Judge):
-    """Judges from screenshots with a chat model; thread-safe."""
+    """Judges from screenshots with a chat model; thread-safe. ``codec``: the action language
+    the actions are listed in (None: `Action.describe`)."""
 
     name = "vlm"
 
@@ -60,8 +66,10 @@ class VLMJudge(Judge):
         config: VLMJudgeConfig | None = None,
         examples: Sequence[Example] | None = None,
         cache: VerdictCache | None = None,
+        codec: ActionCodec | None = None,
     ) -> None:
         self.config = config or VLMJudgeConfig()
+        self.codec = codec
         self.client = chat if isinstance(chat, ChatClient) else ChatClient(chat)
         self._owns_client = not isinstance(chat, ChatClient)
         if examples is None and self.config.few_shot:
@@ -105,7 +113,7 @@ class VLMJudge(Judge):
         screens = [o.screenshot for o in screens_until(trajectory, index)]
         shown = [s for s in screens if s is not None][-LAST_SCREENS:]
         steps = trajectory.steps[max(0, index + 1 - MAX_ACTIONS) : index + 1]
-        actions = [s.action.describe() for s in steps]
+        actions = [self.action_text(s) for s in steps]
         answer = trajectory.answer_by(index)
         messages = build_prompt(
             trajectory.instruction, actions, shown, self.examples, answer=answer
@@ -127,6 +135,12 @@ class VLMJudge(Judge):
             return Verdict.unknown(reason)
         self._cache_put(key, label, rationale)
         return Verdict(label, rationale=rationale)
+
+    def action_text(self, step: Step) -> str:
+        """A step's action as the prompt lists it."""
+        if self.codec is None:
+            return step.action.describe()
+        return self.codec.format(step.action, self.codec.served_geometry(step.observation))
 
     def _cache_get(self, key: str) -> tuple[Label, str] | None:
         if self.cache is None:

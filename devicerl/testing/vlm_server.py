@@ -32,8 +32,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from devicerl.agents.vlm import VLMAgent
-from devicerl.agents.vlm_config import VLMConfig
+from devicerl.agents.vlm.agent import VLMAgent
+from devicerl.agents.vlm.config import VLMConfig
 
 
 @dataclass

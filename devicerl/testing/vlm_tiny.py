@@ -7,8 +7,9 @@ processor's config, ``chat_template.jinja``, ``processor_config.json``), loadabl
 The architecture is the family's own (Qwen2-VL's multimodal rotary positions, Qwen3-VL's
 deepstack features, Idefics3's pixel shuffle, Gemma 3's pooled image tokens) at tiny sizes
 (hidden 64, 2 layers, a 1-layer vision tower, 56 x 56 images); the tokenizer is a byte-level BPE
-trained on the agent's prompts and action texts, with the family's special tokens; the chat
-template is a short one in the family's format. For tests, smoke runs and benchmarks.
+trained on the agents' prompts and action texts in every codec's language, with the family's
+special tokens; the chat template is a short one in the family's format. For tests, smoke runs
+and benchmarks.
 
 `qwen2_5_vl_3b()` builds Qwen2.5-VL-3B-Instruct's architecture at its real sizes (random
 weights) in memory, for memory and speed measurements on a GPU.
@@ -26,9 +27,12 @@ FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "idefics3", "gemma3")
 #: Image side (pixels) the tiny processors resize screenshots to.
 IMAGE_SIDE = 56
 
+#: Qwen's special tokens (the box tokens UI-TARS writes points in; the tool-call tags of
+#: ``mobile_use``, added tokens in Qwen2.5-VL's vocabulary).
 _QWEN_SPECIALS = [
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|image_pad|>", "<|video_pad|>",
+    "<|image_pad|>", "<|video_pad|>", "<|box_start|>", "<|box_end|>", "<tool_call>",
+    "</tool_call>",
 ]  # fmt: skip
 _QWEN_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
@@ -64,26 +68,18 @@ _GEMMA3_TEMPLATE = (
 
 
 def _corpus(seed: int = 0) -> list[str]:
-    """Prompts and action texts like the agent's, and the same in AutoUI's action text (the
-    Auto-UI and API agents' format)."""
-    from devicerl.actions import Action, format_autoui
-    from devicerl.agents.prompt import action_space_doc
-    from devicerl.agents.vlm_prompt import PRECISION, format_action, system_text
+    """Prompts and action texts like the agents', in every codec's language (`devicerl.codecs`),
+    at the tiny processors' image sizes and a phone's."""
+    from devicerl.actions import Action
+    from devicerl.codecs import CODECS, ImageGeometry, PromptStep
 
-    autoui = (
-        system_text().split("\n", 1)[0] + "\n" + action_space_doc(PRECISION) + "\nStart your "
-        "reply with 'Action Plan: [...] ; Action Decision: ' followed by the action's fields "
-        "exactly as in the examples."
-    )
-    writers = (
-        (system_text(), format_action),
-        (autoui, lambda action: format_autoui(action, precision=PRECISION)),
-    )
+    geometries = [ImageGeometry((56, 56)), ImageGeometry((28, 56)), ImageGeometry((1092, 2408))]
     rng = random.Random(seed)
     words = ["apple", "river", "stone", "cloud", "submit", "OK", "search", "name", "password"]
     out = []
-    for system, write in writers:
-        out += [system] * 3
+    for cls in CODECS.values():
+        codec = cls()
+        out += [codec.system(g) for g in geometries]
         for _ in range(150):
             w = rng.choice(words)
             action = rng.choice(
@@ -96,8 +92,10 @@ def _corpus(seed: int = 0) -> list[str]:
                     Action.complete(),
                 ]
             )
-            out.append(write(action))
-            out.append(f"Instruction: Tap the box labelled {w}\nPrevious actions: none")
+            g = rng.choice(geometries)
+            out.append(codec.format(action, g))
+            step = PromptStep(f"Tap the box labelled {w}", g, (action,))
+            out.append(codec.user_text(step))
             out.append(f'Instruction: Enter "{w}" into the text field and press Submit.')
     return out
 
@@ -319,7 +317,7 @@ def qwen2_5_vl_3b(device: str = "cuda", dtype: Any = None) -> tuple[Any, Any]:
     from transformers import AutoModelForImageTextToText, Qwen2_5_VLConfig, Qwen2_5_VLProcessor
     from transformers.models.qwen2_vl import Qwen2VLImageProcessorPil
 
-    from devicerl.agents.vlm_load import image_only
+    from devicerl.agents.vlm.load import image_only
 
     tok, _, tiny = _qwen("qwen2_5_vl")
     text = tiny.text_config

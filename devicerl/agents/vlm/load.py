@@ -1,5 +1,6 @@
 """Loading and writing the parts of a Hugging Face vision-language model the agent needs.
 
+- `model_type`: the family a model folder's ``config.json`` names (its default codec).
 - `load_processor`: ``AutoProcessor`` for a local model folder. transformers builds the video
   processor of Qwen-VL and SmolVLM processors with torchvision; where torchvision is missing
   (CPU machines with a CPU-only torch) the same processor class is built without its video
@@ -21,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from devicerl.agents.vlm_config import VLMLoRA
+from devicerl.agents.vlm.config import VLMLoRA
 from devicerl.errors import ConfigError, DataError
 
 #: Module names under which the families keep their vision encoder (Qwen-VL: ``visual``,
@@ -60,6 +61,17 @@ def _processor_class_name(folder: Path) -> str | None:
             if isinstance(data, dict) and isinstance(data.get("processor_class"), str):
                 return data["processor_class"]
     return None
+
+
+def model_type(folder: str | Path) -> str | None:
+    """The ``model_type`` of a model folder's ``config.json`` (its family: ``qwen2_5_vl``,
+    ``qwen3_vl``, ...), or None when it has none."""
+    try:
+        data = json.loads((Path(folder) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    kind = data.get("model_type") if isinstance(data, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def image_only(cls: type) -> type:

@@ -7,9 +7,9 @@ live here (torch-free), as `devicerl.agents.config` does for the other agents.
 `VLMOptions` is what a run's setup chooses under ``agent.vlm``; `VLMConfig` is everything the
 agent runs with and saves: those options plus the prompt and sampling settings every agent kind
 shares, which a run sets as ``agent.history``, ``agent.include_elements`` and
-``agent.temperature`` (`devicerl.agents.factory.AgentSpec`). The rest is fixed in code (the JSON
-action format, the frozen vision tower, the element limit and coordinate decimals in
-`devicerl.agents.vlm_prompt`, adapter naming and endpoints in `devicerl.agents.vlm_remote`) or is
+``agent.temperature`` (`devicerl.agents.factory.AgentSpec`). The rest is fixed in code (the
+frozen vision tower, the element limit in `devicerl.agents.vlm.prompt`, each codec's format,
+adapter naming and endpoints in `devicerl.agents.vlm.remote`) or is
 a keyword of `VLMAgent.from_pretrained` for code that needs it (the instructions, the attention
 kernel, the seed, which a run takes from ``agent.seed``). `config_from_saved` reads the config an
 agent saved, including one saved with options that no longer exist.
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from devicerl.clients.chat import ChatConfig
+from devicerl.codecs import CODECS, FAMILY_CODECS
 from devicerl.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ class VLMServerConfig:
     weights where the server can read them (``weights_dir``) and tells the server to load them:
     with ``sync: lora`` the LoRA adapter, through vLLM's ``/v1/load_lora_adapter``; with
     ``sync: checkpoint`` the whole model, through SGLang's ``/update_weights_from_disk``;
-    ``none`` pushes nothing (`devicerl.agents.vlm_remote`).
+    ``none`` pushes nothing (`devicerl.agents.vlm.remote`).
     """
 
     base_url: str = _opt(_CHAT.base_url, _CHAT_HELP["base_url"])
@@ -102,10 +103,19 @@ class VLMServerConfig:
 
 @dataclass
 class VLMOptions:
-    """The VLM agent as a run configures it (``agent.vlm``): input size, decoding length,
-    training and serving. They replace the saved agent's own (`VLMConfig`); its prompt and
-    sampling settings stay its own unless the run sets ``agent.history``,
-    ``agent.include_elements`` or ``agent.temperature``."""
+    """The VLM agent as a run configures it (``agent.vlm``): the action language, input size,
+    decoding length, training and serving. They replace the saved agent's own (`VLMConfig`;
+    a ``codec`` left null keeps the saved one); its prompt and sampling settings stay its own
+    unless the run sets ``agent.history``, ``agent.include_elements`` or
+    ``agent.temperature``."""
+
+    codec: str | None = _opt(
+        None,
+        f"action language the model writes and reads ({', '.join(CODECS)}; null: a saved "
+        "agent's own, else its family's: "
+        + ", ".join(f"{c} for {f}" for f, c in FAMILY_CODECS.items())
+        + ", json for the others)",
+    )
 
     image_size: tuple[int, int] | None = _opt(
         None, "(width, height) the screenshot is resized to before the processor (null: as is)"
@@ -123,6 +133,8 @@ class VLMOptions:
     )
 
     def __post_init__(self) -> None:
+        if self.codec is not None and self.codec not in CODECS:
+            raise ConfigError(f"vlm.codec {self.codec!r}: expected one of {', '.join(CODECS)}")
         if isinstance(self.lora, dict):
             self.lora = VLMLoRA(**self.lora)
         if isinstance(self.server, dict):
@@ -137,16 +149,21 @@ class VLMOptions:
             self.server.validate()
 
     def apply(self, config: VLMConfig) -> VLMConfig:
-        """``config`` with these options in place of its own."""
-        fields = dataclasses.fields(VLMOptions)
-        return dataclasses.replace(config, **{f.name: getattr(self, f.name) for f in fields})
+        """``config`` with these options in place of its own (a null ``codec`` keeps its
+        own)."""
+        fields = [f.name for f in dataclasses.fields(VLMOptions)]
+        chosen = {name: getattr(self, name) for name in fields}
+        if self.codec is None:
+            del chosen["codec"]
+        return dataclasses.replace(config, **chosen)
 
 
 @dataclass
 class VLMConfig(VLMOptions):
     """A Hugging Face image-text-to-text policy: the run's `VLMOptions` plus its prompt and
-    sampling settings (what a saved agent carries). The model writes one action as JSON and its
-    vision tower stays frozen."""
+    sampling settings (what a saved agent carries). The model writes one action in its codec's
+    language (``codec`` None: its family's, resolved when the agent is built) and its vision
+    tower stays frozen."""
 
     history: int = _opt(4, "previous actions in the prompt", min=0)
     include_elements: bool = _opt(
@@ -160,6 +177,8 @@ class VLMConfig(VLMOptions):
             raise ConfigError("vlm.temperature must be > 0 (use greedy=True for arg-max decoding)")
 
 
+#: The codec of agents (and run configs) saved before the codec was an option: JSON actions.
+SAVED_BEFORE_CODECS = "json"
 #: Options older agents saved that are now fixed in code or chosen at load time, with the value
 #: the code now uses (None: a load-time choice, any saved value is fine to drop).
 RETIRED = {
@@ -209,10 +228,12 @@ def lora_from_saved(data: dict[str, Any]) -> VLMLoRA:
 def config_from_saved(data: dict[str, Any]) -> VLMConfig:
     """The config an agent saved (``dataclasses.asdict`` of a `VLMConfig`), including one
     written when more options existed: those are dropped (see `RETIRED`); a key no version had
-    is a `ConfigError` naming it."""
+    is a `ConfigError` naming it. An agent saved before codecs existed wrote JSON actions: its
+    codec is ``json``."""
     if not isinstance(data, dict):
         raise ConfigError(f"the saved config is a {type(data).__name__}, not a mapping")
     out = _known(VLMConfig, data, RETIRED, "vlm.")
+    out.setdefault("codec", SAVED_BEFORE_CODECS)
     if isinstance(out.get("lora"), dict):
         out["lora"] = lora_from_saved(out["lora"])
     server = out.get("server")

@@ -1,11 +1,12 @@
 """A policy from any Hugging Face image-text-to-text model (Qwen2-VL / 2.5-VL / 3-VL, Idefics3 /
 SmolVLM, Gemma 3, ...): ``AutoModelForImageTextToText`` + ``AutoProcessor`` from a local folder.
 
-Input: the screenshot, the instruction and the previous actions through the model's own chat
-template (`devicerl.agents.vlm_prompt`; instructions in a system message, or at the top of the
-user message for a template without a system role); output: one action as JSON, parsed by
-`devicerl.agents.vlm_prompt.parse_action`; text that does not parse becomes an invalid action the
-record keeps.
+The model speaks its family's action language: a codec (`devicerl.codecs`, ``VLMConfig.codec``;
+by default the family's own, JSON for families without one) writes the prompt (the action space
+as the family was trained to read it, the instruction, the previous actions as the family
+writes its history, the screenshot) and reads the reply, mapping coordinates through the
+geometry of the image the processor makes of the screenshot (`devicerl.agents.vlm.inputs`).
+Text that does not parse becomes an invalid action the record keeps.
 The exploration levels a collector may pass (``epsilon``) are ignored: sampling at
 ``temperature`` is this policy's exploration.
 
@@ -15,7 +16,9 @@ checkpoint's top-k or repetition penalty, are replaced by plain sampling, so the
 distribution is ``softmax(logits / temperature)``). A logits processor records the log-prob of
 each chosen token under that distribution, keeping one step's scores at a time (no stack of
 vocabulary-sized logits). `log_prob` recomputes the same sum by teacher forcing: the prompt,
-left-padded as in acting, then the text's canonical tokens and end-of-sequence. Samples whose
+left-padded as in acting, then the text's canonical tokens and end-of-sequence. The text is the
+one the policy generated when the step has one its codec reads as the stored action, else the
+action written by the codec (`VLMInputs.targets`). Samples whose
 tokens are not the canonical tokens of their text, or that stop at ``max_new_tokens``, report the
 teacher-forced log-prob of the canonical spelling (``extras["rescored"]`` says why), so the
 recorded and the recomputed log-probs agree. The multimodal placeholder tokens (image, video,
@@ -26,12 +29,12 @@ Training: LoRA through peft on the language model's projections (``VLMConfig.lor
 vision tower stays frozen and is never adapted) or the whole language model; gradient
 checkpointing; bfloat16 on a GPU, float32 on a CPU (``dtype``). `get_weights` / `set_weights`
 move the trainable weights only (the adapters with LoRA). `save` writes the adapters (peft's
-safetensors folder) or the whole model, the processor and ``vlm_agent.json`` (the config, the
-version and custom instructions, if any). ``seed`` (a run's ``agent.seed``) seeds sampling and
-new adapters.
+safetensors folder) or the whole model, the processor and ``vlm_agent.json`` (the config with
+its codec, the version and custom instructions, if any). ``seed`` (a run's ``agent.seed``)
+seeds sampling and new adapters.
 
 With ``VLMConfig.server`` the agent acts through an OpenAI-compatible server and pushes each new
-version's weights there (`devicerl.agents.vlm_remote`); its own model then loads only when
+version's weights there (`devicerl.agents.vlm.remote`); its own model then loads only when
 something needs it (a learner's `log_prob`, a full-weight checkpoint), so a collector's copy
 holds no weights.
 """
@@ -52,28 +55,24 @@ from torch import nn
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, check_batch
 from devicerl.agents.torch_policy import TorchPolicy, read_json, resolve_device, write_json
-from devicerl.agents.vlm_config import (
+from devicerl.agents.vlm.config import (
     VLMConfig,
     VLMLoRA,
     VLMOptions,
     config_from_saved,
     lora_from_saved,
 )
-from devicerl.agents.vlm_load import (
+from devicerl.agents.vlm.inputs import VLMInputs, special_ids
+from devicerl.agents.vlm.load import (
     is_vision_module,
     load_processor,
     lora_config,
     lora_targets,
+    model_type,
     resolve_dtype,
 )
-from devicerl.agents.vlm_prompt import (
-    chat_messages,
-    format_action,
-    parse_action,
-    system_text,
-    template_keeps_system,
-    user_text,
-)
+from devicerl.agents.vlm.prompt import template_keeps_system
+from devicerl.codecs import default_codec, make_codec
 from devicerl.errors import ConfigError, DataError
 from devicerl.records import Observation
 
@@ -116,7 +115,7 @@ class _Recorder:
         self.prev = None
 
 
-class VLMAgent(TorchPolicy):
+class VLMAgent(VLMInputs, TorchPolicy):
     """A Hugging Face vision-language model as a policy (see the module doc)."""
 
     @property
@@ -135,10 +134,16 @@ class VLMAgent(TorchPolicy):
         system_prompt: str | None = None,
     ) -> None:
         """``model``: the model, or a function that loads it when first needed.
-        ``system_prompt``: instructions replacing the generated ones (the action space and its
-        format); saved with the agent."""
-        self.config = cfg = config or VLMConfig()
+        ``system_prompt``: instructions replacing the codec's system message (the action space
+        and its format); saved with the agent. A config without a codec takes the model
+        family's (`devicerl.codecs.default_codec`)."""
+        cfg = config or VLMConfig()
+        if cfg.codec is None:
+            family = getattr(getattr(model, "config", None), "model_type", None)
+            cfg = dataclasses.replace(cfg, codec=default_codec(family))
+        self.config = cfg
         cfg.validate()
+        self.codec = make_codec(cfg.codec)
         self.temperature = cfg.temperature
         self.processor = processor
         self.tokenizer = processor.tokenizer
@@ -147,7 +152,7 @@ class VLMAgent(TorchPolicy):
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(cfg.dtype, self.device)
         self.system_prompt = system_prompt
-        self.system = system_prompt or system_text()
+        self.special_ids = special_ids(self.tokenizer, self.codec)
         #: False for a chat template without a system role: instructions go in the user turn.
         self.system_role = template_keeps_system(processor)
         self.seed = int(seed)
@@ -289,6 +294,8 @@ class VLMAgent(TorchPolicy):
         base = Path(saved["base_dir"]) if adapters is not None and saved else path
         if lora is not None and cfg.lora is None:
             cfg = dataclasses.replace(cfg, lora=lora)
+        if cfg.codec is None:  # a bare model folder: its family's own language
+            cfg = dataclasses.replace(cfg, codec=default_codec(model_type(base)))
         if not base.is_dir():
             raise ConfigError(f"{path}: its base model directory {base} does not exist")
         try:
@@ -326,46 +333,6 @@ class VLMAgent(TorchPolicy):
         if adapters is not None:
             agent.saved_adapter = adapters
         return agent
-
-    # -- inputs -------------------------------------------------------------------------------
-    def image(self, obs: Observation) -> Any:
-        """The screenshot as a PIL image (resized to ``image_size``), or None."""
-        if obs.screenshot is None:
-            return None
-        from PIL import Image
-
-        img = Image.fromarray(obs.screenshot)
-        size = self.config.image_size
-        return img.resize(size, Image.Resampling.BICUBIC) if size and img.size != size else img
-
-    def messages(self, obs: Observation, has_image: bool) -> list[dict[str, Any]]:
-        """The chat for one observation (``{"type": "image"}`` marks the screenshot)."""
-        cfg = self.config
-        text = user_text(obs, cfg.history, cfg.include_elements)
-        return chat_messages(self.system, text, has_image, self.system_role)
-
-    def encode_chats(
-        self, chats: Sequence[list[dict[str, Any]]], images: Sequence[Any]
-    ) -> dict[str, torch.Tensor]:
-        """Processor inputs (left-padded, on the device) for chats and their images."""
-        prompts = [
-            self.processor.apply_chat_template(c, add_generation_prompt=True, tokenize=False)
-            for c in chats
-        ]
-        kwargs: dict[str, Any] = {"text": prompts, "padding": True, "return_tensors": "pt"}
-        if any(im is not None for im in images):
-            kwargs["images"] = [[im] if im is not None else [] for im in images]
-        batch = self.processor(**kwargs)
-        return {
-            k: v.to(self.device, self.dtype if v.is_floating_point() else None)
-            for k, v in batch.items()
-            if isinstance(v, torch.Tensor)
-        }
-
-    def encode(self, observations: Sequence[Observation]) -> dict[str, torch.Tensor]:
-        images = [self.image(o) for o in observations]
-        chats = [self.messages(o, im is not None) for o, im in zip(observations, images)]
-        return self.encode_chats(chats, images)
 
     # -- acting ---------------------------------------------------------------------------------
     @torch.no_grad()
@@ -413,12 +380,6 @@ class VLMAgent(TorchPolicy):
             body, skip_special_tokens=False, clean_up_tokenization_spaces=False
         )
 
-    def target_ids(self, text: str) -> list[int]:
-        """The canonical tokens teacher forcing scores for ``text`` (end-of-sequence last);
-        special-token strings in the text are spelled as plain text."""
-        ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True).input_ids
-        return [*ids, self.eos_ids[0]]
-
     def act(
         self,
         observations: Sequence[Observation],
@@ -431,16 +392,17 @@ class VLMAgent(TorchPolicy):
         if self.config.server is not None:
             return self.remote.act(observations, greedy)
         self.module  # noqa: B018  (loads a lazily loaded model)
-        ids, lps = self.generate_ids(self.encode(observations), greedy)
+        inputs, geometries = self.prepare(observations)
+        ids, lps = self.generate_ids(inputs, greedy)
         texts = [self.decode(x) for x in ids]
         samples = [
             ActionSample(
-                parse_action(t),
+                self.codec.parse(t, g),
                 t,
                 float(sum(lp)),
                 {"tokens": len(x), "policy_version": self.version},
             )
-            for t, x, lp in zip(texts, ids, lps)
+            for t, x, lp, g in zip(texts, ids, lps, geometries)
         ]
         redo = [i for i, (t, x) in enumerate(zip(texts, ids)) if self.target_ids(t) != x]
         if redo:
@@ -467,16 +429,15 @@ class VLMAgent(TorchPolicy):
         epsilon: Sequence[float] | None = None,
     ) -> torch.Tensor:
         """Teacher-forced log-probs (summed over tokens, end-of-sequence included) of the
-        recorded texts, else of the actions' canonical text; differentiable. ``floor`` and
-        ``epsilon`` change nothing (no exploration floor)."""
+        recorded texts the codec reads as their actions, else of the actions written by the
+        codec (`VLMInputs.targets`); differentiable. ``floor`` and ``epsilon`` change nothing
+        (no exploration floor)."""
         check_batch(observations, actions, texts)
         if not observations:
             return torch.zeros(0, device=self.device)
-        targets = [
-            t if t is not None else format_action(a)
-            for a, t in zip(actions, texts or [None] * len(actions))
-        ]
-        return self.score_ids(self.encode(observations), [self.target_ids(t) for t in targets])
+        inputs, geometries = self.prepare(observations)
+        targets = self.targets(actions, texts or [None] * len(actions), geometries)
+        return self.score_ids(inputs, [self.target_ids(t) for t in targets])
 
     def score_ids(
         self, inputs: Mapping[str, torch.Tensor], labels: Sequence[Sequence[int]]
@@ -524,7 +485,7 @@ class VLMAgent(TorchPolicy):
     def remote(self) -> Any:
         """The server this agent acts through (``VLMConfig.server``)."""
         if self._remote is None:
-            from devicerl.agents.vlm_remote import ServedPolicy
+            from devicerl.agents.vlm.remote import ServedPolicy
 
             if self.config.server is None:
                 raise ConfigError("this VLM agent has no server (vlm.server)")

@@ -1,10 +1,11 @@
 """A vision-language policy served by an OpenAI-compatible inference server (vLLM, SGLang).
 
 `ServedPolicy` sends each observation as one ``/v1/chat/completions`` request with the same chat
-the local model sees (`devicerl.agents.vlm_prompt`; the screenshot, resized as the agent
-resizes it, as a lossless PNG), ``logprobs: true`` and the agent's sampling settings (plain
-sampling at its temperature, ``top_p`` 1, ``max_tokens`` its ``max_new_tokens``; ``temperature`` 0
-for greedy). The sample's log-prob
+the local model sees (the agent's codec; the screenshot, resized as the agent resizes it, as a
+lossless PNG; the reply read by the codec through the geometry the local processor would make
+of it, which the server's processor of the same model makes too), ``logprobs: true`` and the
+agent's sampling settings (plain sampling at its temperature, ``top_p`` 1, ``max_tokens`` its
+``max_new_tokens``; ``temperature`` 0 for greedy). The sample's log-prob
 is the sum of the returned per-token log-probs (end-of-sequence included, as vLLM returns it).
 For them to be the log-probs of the sampling distribution, run vLLM with
 ``--logprobs-mode processed_logprobs`` (its default, ``raw_logprobs``, is at temperature 1).
@@ -49,10 +50,10 @@ import torch
 
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample
-from devicerl.agents.vlm_config import VLMServerConfig
-from devicerl.agents.vlm_load import write_adapter
-from devicerl.agents.vlm_prompt import parse_action
+from devicerl.agents.vlm.config import VLMServerConfig
+from devicerl.agents.vlm.load import write_adapter
 from devicerl.clients.chat import ChatAuthError, ChatClient, ChatError, image_part
+from devicerl.codecs import ImageGeometry, openai_messages
 from devicerl.errors import ConfigError
 from devicerl.records import Observation
 from devicerl.secrets import scrub
@@ -77,8 +78,8 @@ TOKEN_IDS = True
 class ServedPolicy:
     """Acting and weight sync through a server for one `VLMAgent` (see the module doc).
 
-    ``agent`` is typed loosely: `devicerl.agents.vlm` builds this class, so naming its type here
-    would make the two modules import each other."""
+    ``agent`` is typed loosely: `devicerl.agents.vlm.agent` builds this class, so naming its
+    type here would make the two modules import each other."""
 
     def __init__(self, agent: Any, config: VLMServerConfig) -> None:
         config.validate()
@@ -100,22 +101,20 @@ class ServedPolicy:
         self._lock = threading.Lock()
 
     # -- acting ---------------------------------------------------------------------------------
-    def messages(self, obs: Observation) -> list[dict[str, Any]]:
-        """The OpenAI chat for one observation: the local chat with the image as a PNG."""
+    def view(self, obs: Observation) -> tuple[Any, ImageGeometry]:
+        """The screenshot as the agent resizes it (or None) and the geometry of the image the
+        served model's processor makes of it."""
         image = self.agent.image(obs)
-        out = []
-        for message in self.agent.messages(obs, image is not None):
-            parts = []
-            for part in message["content"]:
-                if part["type"] == "image":
-                    parts.append(image_part(np.asarray(image), "png"))
-                else:
-                    parts.append(part)
-            if message["role"] == "system":
-                out.append({"role": "system", "content": parts[0]["text"]})
-            else:
-                out.append({"role": message["role"], "content": parts})
-        return out
+        return image, self.agent.geometry(obs, image)
+
+    def messages(
+        self, obs: Observation, view: tuple[Any, ImageGeometry] | None = None
+    ) -> list[dict[str, Any]]:
+        """The OpenAI chat for one observation: the local chat with the image as a PNG."""
+        image, geometry = view or self.view(obs)
+        chat = self.agent.messages(obs, image is not None, geometry)
+        part = image_part(np.asarray(image), "png") if image is not None else None
+        return openai_messages(chat, part)
 
     def _params(self, greedy: bool) -> dict[str, Any]:
         agent = self.agent
@@ -134,8 +133,9 @@ class ServedPolicy:
 
     def _one(self, obs: Observation, params: dict[str, Any], version: int) -> ActionSample:
         t0 = time.perf_counter()
+        view = self.view(obs)
         try:
-            reply = self.client.complete(self.messages(obs), **params)
+            reply = self.client.complete(self.messages(obs, view), **params)
             choice = reply.raw["choices"][0]
             entries = (choice.get("logprobs") or {}).get("content") or []
             log_prob = float(sum(float(e["logprob"]) for e in entries)) if entries else None
@@ -159,7 +159,7 @@ class ServedPolicy:
             extras["rescored"] = "cut at max_new_tokens (server log-prob kept)"
         elif "token_ids" in extras and ids != self.agent.target_ids(text):
             extras["rescored"] = "retokenized (server log-prob kept)"
-        action = parse_action(text)
+        action = self.agent.codec.parse(text, view[1])
         return ActionSample(action, text, log_prob, extras)
 
     def act(self, observations: Sequence[Observation], greedy: bool) -> list[ActionSample]:
