@@ -249,6 +249,7 @@ class GymDriver:
             "touch": np.full((n, 2), 0.5, np.float32),
             "lift": np.full((n, 2), 0.5, np.float32),
             "text": ("",) * n,
+            "duration": np.zeros((n, 1), np.float32),
         }
         self.venv.reset(seed=0)
         self.resetting = np.zeros(n, bool)
