@@ -40,3 +40,15 @@ def _short_chat_retries(monkeypatch):
 
     monkeypatch.setattr(ChatClient, "backoff_s", 0.01)
     monkeypatch.setattr(ChatClient, "backoff_max_s", 0.05)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module's tests (``pytestmark = pytest.mark.usefixtures(...)``):
+    tiny models run no slower on one, and the two test workers share the machine's cores."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

@@ -25,12 +25,7 @@ TASKS = [Task("synthetic/tap", max_steps=3, env="synthetic"),
          Task("synthetic/type", max_steps=4, env="synthetic")]  # fmt: skip
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _pool(tasks=None):

@@ -23,13 +23,7 @@ from devicerl.envs import make
 from devicerl.errors import DataError
 from devicerl.records import Observation, UIElement
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 ALL_HEADS = ("swipes", "points", "page_text", "free_text")

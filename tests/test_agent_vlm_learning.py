@@ -26,12 +26,7 @@ CONFIG = VLMConfig(max_new_tokens=24, history=0)
 INSTRUCTIONS = "Tap the box the instruction names. Reply with one JSON action."
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _choices():

@@ -33,12 +33,7 @@ CRITIC = CriticConfig(lr=3e-3, batch_size=7, updates=1)
 TAP = Task("synthetic/tap", max_steps=2, env="synthetic")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

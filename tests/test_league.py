@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 
 import pytest
-import torch
 
 from devicerl.config import from_dict
 from devicerl.errors import ConfigError
@@ -25,13 +24,7 @@ from devicerl.league.success import SuccessTable
 from devicerl.league.table import league_table
 from tests.league_helpers import nudge, observations, tiny_spec
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_config_loads_policies_and_names_the_bad_key() -> None:

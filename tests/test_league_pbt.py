@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 
 import pytest
-import torch
 
 from devicerl.league.config import PBT_PERTURBATION, PBT_RESAMPLE, LeagueConfig, PBTConfig
 from devicerl.league.hparams import get_hparams
@@ -16,12 +15,7 @@ from tests.league_helpers import nudge, tiny_spec
 NAMES = ["actor_lr", "top_p", "epsilon"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_quantiles_follow_ray_tune() -> None:

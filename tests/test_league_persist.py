@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from devicerl.errors import DataError
 from devicerl.league.config import LeagueConfig, PBTConfig, SnapshotConfig
@@ -26,12 +25,7 @@ from tests.league_helpers import nudge, tiny_spec
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _league() -> tuple[League, PBT]:

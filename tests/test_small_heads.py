@@ -63,12 +63,7 @@ def _form(word: str) -> Observation:
     return Observation(f'Type "{word}" then press Submit', (160, 210), elements=[box])
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_a_registered_head_samples_scores_trains_and_saves(registered, tmp_path) -> None:
