@@ -71,7 +71,7 @@ def test_rows_hold_the_agents_own_chat_and_filters_choose_episodes(run, tmp_path
         action = t.steps[row["step"]].action  # as the policy writes it: 3 decimals
         assert answer["content"][0]["text"] == format_action(action)
         assert parse_action(format_action(action)).describe() == action.describe()
-        assert (out / row["images"][0]).is_file() and row["codec"] == "devicerl-json"
+        assert (out / row["images"][0]).is_file() and row["codec"] == "json"
     typed = [r for r in rows if r["task"] == "synthetic/type"]
     assert any(json.loads(r["messages"][-1]["content"][0]["text"])["type"] == "TYPE" for r in typed)
     later = next(r for r in typed if r["step"] > 0)  # earlier actions are in the prompt
@@ -94,8 +94,35 @@ def test_rows_hold_the_agents_own_chat_and_filters_choose_episodes(run, tmp_path
         t.episode_id for t in stored.values() if t.judgement is not None
     }  # fmt: skip
     assert main(["export", str(run), "--format", "chat", "--out", str(tmp_path / "x"),
-                 "chat.codec=aguvis"]) == 2  # fmt: skip
-    assert "chat.codec: 'aguvis' is not one of devicerl-json" in capsys.readouterr().err
+                 "chat.codec=qwen"]) == 2  # fmt: skip
+    assert "chat.codec: 'qwen' is not one of json, autoui, mobile_use" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("image_size", [None, (128, 192)])
+def test_rows_in_a_native_codec_are_what_the_agent_of_that_codec_reads(run, tmp_path, image_size):
+    """A ``mobile_use`` export: each row's chat is the one a Qwen2.5-VL agent speaking
+    ``mobile_use`` builds (its tool schema, coordinates in the frame the real processor makes of
+    the image it is given: the export's resized screenshot too; a tiny model's processor makes
+    other frames), and each answer reads back as the step's action."""
+    out = tmp_path / "mobile"
+    size = [] if image_size is None else [f"chat.image_size=[{image_size[0]}, {image_size[1]}]"]
+    assert main(["export", str(run), "--format", "chat", "--out", str(out), "success=true",
+                 "chat.codec=mobile_use", *size]) == 0  # fmt: skip
+    stored = {t.episode_id: t for t in TrajectoryStore(run / "trajectories").read_all()}
+    model = build_tiny_vlm(tmp_path / "m", "qwen2_5_vl")
+    agent = VLMAgent.from_pretrained(model, VLMConfig(codec="mobile_use", image_size=image_size))
+    rows = _rows(out)
+    assert rows and {r["codec"] for r in rows} == {"mobile_use"}
+    for row in rows:
+        t = stored[row["episode_id"]]
+        obs = t.agent_observation(row["step"])
+        shown = agent.image(obs).size  # (width, height) of the image the model is given
+        frame = agent.codec.served(*shown)
+        assert frame.size != shown or image_size is None  # resized by the processor's rule
+        assert row["messages"][:-1] == agent.messages(obs, has_image=True, geometry=frame)
+        text = row["messages"][-1]["content"][0]["text"]
+        action = t.steps[row["step"]].action
+        assert "<tool_call>" in text and agent.codec.parse(text, frame).type == action.type
 
 
 def _sft(model, processor, rows, folder, steps: int) -> None:

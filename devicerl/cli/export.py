@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from devicerl.cli.common import add_config_args, resolve_config
+from devicerl.codecs import CODECS
 
-#: The chat codecs by name: the policy languages a chat export can write.
-CHAT_CODECS = ("devicerl-json",)
+#: The action languages a chat export can write: every codec's.
+CHAT_CODECS = tuple(CODECS)
 
 
 @dataclass
@@ -24,8 +25,11 @@ class ChatOptions:
     """How the policy that learns from a chat export reads and writes (as its `VLMConfig`)."""
 
     codec: str = field(
-        default="devicerl-json",
-        metadata={"help": f"the policy's action language, one of {', '.join(CHAT_CODECS)}"},
+        default="json",
+        metadata={
+            "help": f"the policy's action language (agent.vlm.codec), one of "
+            f"{', '.join(CHAT_CODECS)}"
+        },
     )
     history: int = field(default=4, metadata={"help": "previous actions in the prompt", "min": 0})
     include_elements: bool = field(
@@ -90,9 +94,15 @@ def selected(store: Any, cfg: ExportConfig) -> Iterator[Any]:
 
 def chat_codec(options: ChatOptions) -> Any:
     """The codec ``options.codec`` names (`devicerl.data.chat.ChatCodec`)."""
-    from devicerl.agents.vlm.chat import JsonActionPrompt
+    from devicerl.agents.vlm.chat import CodecChat
+    from devicerl.codecs import make_codec
 
-    return JsonActionPrompt(history=options.history, include_elements=options.include_elements)
+    return CodecChat(
+        history=options.history,
+        include_elements=options.include_elements,
+        image_size=options.image_size,
+        codec=make_codec(options.codec),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
