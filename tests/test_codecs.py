@@ -5,7 +5,7 @@ families' own published examples read as they mean; the resize rule is the real 
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from devicerl.actions import MAX_DURATION_S, Action, ActionType
@@ -95,6 +95,7 @@ def step_px(codec, geometry: ImageGeometry, screen: tuple[int, int]) -> tuple[fl
 @pytest.mark.parametrize("name", list(CODECS))
 @SETTINGS
 @given(screen=screens(), action=actions())
+@example(screen=((100, 100), ImageGeometry((112, 112))), action=Action.type_text("\x00"))  # NUL
 def test_format_then_parse_round_trips_within_a_device_pixel(name, screen, action) -> None:
     """Points come back within half a step of the codec's coordinates, which is within one
     device pixel wherever the codec's frame is at least as fine as two device pixels (pixels of

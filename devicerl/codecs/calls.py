@@ -29,10 +29,11 @@ class Call:
 
 
 def quote(text: str) -> str:
-    """``text`` as a single-quoted Python string literal (backslashes, quotes and line breaks
-    escaped), which `ast.literal_eval` reads back exactly."""
+    """``text`` as a single-quoted Python string literal (backslashes, quotes, line breaks and
+    NUL, which Python source cannot hold, escaped), which `ast.literal_eval` reads back
+    exactly."""
     body = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n").replace("\r", "\\r")
-    return f"'{body}'"
+    return "'" + body.replace("\0", "\\x00") + "'"
 
 
 def _closing(text: str, start: int) -> int:

@@ -109,8 +109,8 @@ class UITars(ActionCodec):
         return f"Action: {self.call(action, geometry, self.boxed_output)}"
 
     def read(self, text: str, geometry: ImageGeometry) -> Action:
-        at = text.rfind("Action:")
-        body = text[at + len("Action:") :] if at >= 0 else text
+        line = re.search(r"^\s*Action:", text, re.M)  # the first line that is the action's
+        body = text[line.end() :] if line is not None else text
         found = find_call(body, NAMES)
         if isinstance(found, str):
             typed = re.search(r"(?<![\w.])type\(content='(.*)'\)", body, re.S)
