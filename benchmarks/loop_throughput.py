@@ -13,7 +13,9 @@ collection through the pool and the collector with the agent (weights fixed), an
   trainer in eval mode in a fresh run folder, ``--eval-episodes`` seeds of each of the suite's
   tasks in order, timed from the start of the run to its end (devices started, pages opened,
   episodes stored, as a user waits for it), with the same time shares plus ``start`` (until
-  the first episode began);
+  the first episode began) and its rate after the start (``episodes_per_s_after_start``);
+  collection and evaluation both give their ``steps_per_episode`` (a greedy policy's episodes
+  need not be as long as its sampled ones: with ``agent.kind=random`` both play one policy);
 - ``learner``: the setup's learner alone (offline, no devices) on the episodes the training part
   stored: its seconds per iteration, and the episodes/s it could consume, the most training can
   reach however well acting and learning overlap.
@@ -152,6 +154,7 @@ def collect(cfg: TrainConfig, seconds: float) -> dict[str, float]:
         return {
             "steps_per_s": steps / dt,
             "episodes_per_s": len(got) / dt,
+            "steps_per_episode": sum(t.length for t in got) / max(1, len(got)),
             "mean_batch": (s.actions - base[2]) / max(1, s.batches - batches),
             "share/device_step": device_s / (n * dt),
             "share/reset": reset_s / (n * dt),
@@ -182,11 +185,14 @@ def evaluate(cfg: TrainConfig, episodes_per_task: int, folder: Path) -> dict[str
         raise SystemExit(f"evaluation stored {len(got)} of {n_tasks * episodes_per_task} episodes")
     steps = [s for t in got for s in t.steps]
     n = cfg.env.num_envs
+    start = min(t.started_at for t in got) - wall0
     return {
         "steps_per_s": len(steps) / dt,
         "episodes_per_s": len(got) / dt,
+        "episodes_per_s_after_start": len(got) / (dt - start),
+        "steps_per_episode": len(steps) / len(got),
         "seconds": dt,
-        "share/start": (min(t.started_at for t in got) - wall0) / dt,
+        "share/start": start / dt,
         "share/device_step": sum(s.device_time_s for s in steps) / (n * dt),
         "share/reset": sum(t.reset_time_s for t in got) / (n * dt),
         "share/inference": sum(s.agent_time_s for s in steps) / dt,

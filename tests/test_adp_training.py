@@ -75,14 +75,14 @@ def test_filtered_bc_offline_from_adp_beats_random_then_goes_online(imported, tm
     data = f"offline_data={imported}"
     random = _train(tmp_path / "random", *ON_MINIWOB, "mode=eval", "agent.kind=random")
     off = _train(tmp_path / "off", *ON_MINIWOB, "mode=offline", "algo=filtered_bc", data,
-                 "offline_iterations=60", "actor.lr=1e-3")  # fmt: skip
-    assert off["offline_done"] == 60 and off["env_steps"] == 0
+                 "offline_iterations=8", "actor.lr=3e-3")  # fmt: skip
+    assert off["offline_done"] == 8 and off["env_steps"] == 0
     trained, baseline = off["eval"]["success_rate"], random["eval"]["success_rate"]
     assert trained >= baseline + 0.3, (trained, baseline)
     both = _train(tmp_path / "both", *ON_MINIWOB, "mode=off2on", "algo=filtered_bc", data,
-                  "offline_iterations=5", "env_steps=40", "trajectories_per_iter=8",
+                  "offline_iterations=2", "env_steps=40", "trajectories_per_iter=8",
                   "eval.at_end=false")  # fmt: skip
-    assert both["offline_done"] == 5 and both["env_steps"] >= 40
+    assert both["offline_done"] == 2 and both["env_steps"] >= 40
     stored = TrajectoryStore(tmp_path / "both" / "trajectories").read_all()
     assert any(t.device == "browser" and t.seed is not None and t.policy_version > 0
                for t in stored)  # fmt: skip

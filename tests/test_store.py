@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -199,6 +200,22 @@ def test_malformed_row_names_file_and_episode(tmp_path, trajectories) -> None:
         m.unlink()  # no hash to contradict it, so the rows themselves are what fails
     with pytest.raises(DataError, match=f"{shards[2].name}: episode {trajectories[2].episode_id}"):
         TrajectoryStore(tmp_path).read_all()
+
+
+def test_background_writer_puts_the_episodes_waiting_together_in_one_shard(
+    tmp_path, trajectories
+) -> None:
+    w = TrajectoryWriter(tmp_path, background=True)
+    with w._lock:  # the writer's thread is held up in its first episode
+        w.append(trajectories[0])
+        deadline = time.monotonic() + 30
+        while w._queue.qsize() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        w.extend(trajectories[1:5])  # these wait for it
+    w.close()
+    assert len(w.shards_written) == 2
+    back = TrajectoryStore(tmp_path).read_all()
+    assert [t.episode_id for t in back] == [t.episode_id for t in trajectories[:5]]
 
 
 def test_background_writer(tmp_path, trajectories) -> None:

@@ -101,8 +101,10 @@ class TrajectoryWriter:
     """Appends finished trajectories to a store folder as small atomic shards. Thread-safe.
 
     With ``background=True`` a worker thread encodes and writes, so `append` costs the caller
-    almost nothing (at most ``max_pending`` episodes wait; then `append` blocks). A write error
-    is raised by the next `append`, `flush` or `close`.
+    almost nothing (at most ``max_pending`` episodes wait; then `append` blocks). Episodes that
+    wait together when the thread comes to them go into one shard (a crash loses no more than
+    the queue held; a writer behind the loop pays one shard's costs, not one per episode). A
+    write error is raised by the next `append`, `flush` or `close`.
     """
 
     def __init__(
@@ -150,11 +152,13 @@ class TrajectoryWriter:
         else:
             self._add(trajectory)
 
-    def _add(self, trajectory: Trajectory) -> None:
+    def _add(self, *trajectories: Trajectory) -> None:
+        """Buffer ``trajectories``; write a shard of the buffer when the flush policy says so
+        (once for them all)."""
         with self._lock:
             if not self._buffer:
                 self._first_buffered_at = time.monotonic()
-            self._buffer.append(trajectory)
+            self._buffer.extend(trajectories)
             due = len(self._buffer) >= self.flush_every or (
                 self.flush_interval_s is not None
                 and time.monotonic() - self._first_buffered_at >= self.flush_interval_s
@@ -165,16 +169,22 @@ class TrajectoryWriter:
     def _drain(self) -> None:
         assert self._queue is not None
         while True:
-            item = self._queue.get()
+            items = [self._queue.get()]
+            while items[-1] is not None:  # the episodes waiting with it go in the same shard
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                if item is None:
-                    return
-                if self._error is None:
-                    self._add(item)
+                if self._error is None and items[0] is not None:
+                    self._add(*(t for t in items if t is not None))
             except BaseException as e:  # surfaced to the caller by _raise_pending
                 self._error = e
             finally:
-                self._queue.task_done()
+                for _ in items:
+                    self._queue.task_done()
+            if items[-1] is None:
+                return
 
     def _raise_pending(self) -> None:
         if self._error is not None:

@@ -213,8 +213,9 @@ class Trainer:
         t0 = time.perf_counter()
         self.run_dir.create()
         with (
-            # a shard per finished episode (a crash loses only episodes in flight); a
-            # checkpoint flushes first, so the replay pointers it saves always resolve
+            # a shard per finished episode, or per the episodes waiting for the writer (a crash
+            # loses only episodes in flight or waiting); a checkpoint flushes first, so the
+            # replay pointers it saves always resolve
             self.run_dir.writer(background=True) as self.writer,
             self.run_dir.metrics_logger(cfg.logging, run_config=cfg) as self.metrics,
         ):
