@@ -151,6 +151,21 @@ def _instances(names: list[str], max_steps: int) -> list[TaskInstance]:
     return [TaskInstance(tasks[n], s) for n in names for s in seeds[n]]
 
 
+def eval_key(agent_kind: str, agent: Path | None, names: list[str]) -> dict[str, Any]:
+    """What an evaluation's result depends on (the tasks, the saved agent's files, its kind,
+    the code), as JSON reads it back from ``eval.json``."""
+    from devicerl.runtime.runs.provenance import code_identity, provenance
+
+    files = sorted(agent.iterdir()) if agent is not None else []
+    key = {
+        "tasks": names,
+        "agent": {p.name: file_sha256(p) for p in files if p.is_file()},
+        "agent_kind": agent_kind,
+        "code": code_identity(provenance()),
+    }
+    return json.loads(json.dumps(key))
+
+
 def evaluate(cfg: Any, agent: Path | None, names: list[str], sub: Path, reuse: bool):
     """Greedy episodes of the agent (saved in `agent`, or the one `cfg` builds) on AgentLab's
     instances of `names`; ``eval.json`` in `sub`, reused when the agent, tasks and code match.
@@ -158,15 +173,8 @@ def evaluate(cfg: Any, agent: Path | None, names: list[str], sub: Path, reuse: b
     from devicerl.runtime.loop.evaluation import evaluate_policy
     from devicerl.runtime.loop.trainer import Trainer
     from devicerl.runtime.runs.folder import RunDir
-    from devicerl.runtime.runs.provenance import code_identity, provenance
 
-    files = sorted(agent.iterdir()) if agent is not None else []
-    key = {
-        "tasks": names,
-        "agent": {p.name: file_sha256(p) for p in files if p.is_file()},
-        "agent_kind": cfg.agent.kind,
-        "code": code_identity(provenance()),
-    }
+    key = eval_key(cfg.agent.kind, agent, names)
     done = sub / "eval.json"
     if reuse and done.exists():
         saved = json.loads(done.read_text("utf-8"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
@@ -314,6 +315,9 @@ def test_the_benchmark_evaluates_agentlabs_instances_and_scores_unreached_tasks_
     monkeypatch.setattr(miniwob_suite, "_agent_kinds", lambda cfg: set(ActionKind))
     ok, why = am.reachable(names, None)
     assert ok == names[:1] and "<select>" in why[names[1]]
+    # an evaluation's key reads back from its eval.json as it was made (so a rerun reuses it)
+    key = am.eval_key("small", None, names)
+    assert json.loads(json.dumps(key)) == key and isinstance(key["code"], list)
     scored = am.score({"per_task": {names[0]: {"successes": 4, "episodes": 5}}}, names)
     assert scored["mean"] == 0.4 and scored["episodes"] == 10
     assert scored["per_task"][names[1]] == {"successes": 0, "episodes": 0}
