@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import pairwise
 
 from devicerl.actions import Action
 from devicerl.agents.base import ActionSample, Policy
-from devicerl.envs import EnvSpec
+from devicerl.envs import EnvSpec, register
+from devicerl.envs.synthetic import SyntheticEnv, SyntheticOptions
 from devicerl.pool import EnvPool
 from devicerl.records import Observation, Task, TaskInstance, Trajectory
 from devicerl.runtime.loop.evaluation import eval_sampler, evaluate_policy
@@ -127,3 +129,48 @@ def test_evaluation_plays_the_same_episodes_with_the_same_outcomes() -> None:
     per_device = Counter(t.env_id for t in after)
     tasks_of = {d: {t.task for t in after if t.env_id == d} for d in per_device}
     assert sum(len(v) for v in tasks_of.values()) <= len(tasks) + 2
+
+
+class Leaving(SyntheticEnv):
+    """A synthetic device that logs its resets and the tasks it was told it left."""
+
+    log: list[tuple[int, str, str]] = []  # (device seed, "reset" or "leave", task)
+
+    def leave(self, task: str) -> None:
+        self.log.append((self.options.seed, "leave", task))
+
+    def _reset(self, task, seed):
+        self.log.append((self.options.seed, "reset", task.name))
+        return super()._reset(task, seed)
+
+
+def test_a_device_is_told_which_tasks_it_left_for_good() -> None:
+    """Under `TaskAffinity` a device that moves on to another task is told (`leave`) the one
+    it left, before its first episode of the next one, and never plays the one it left again;
+    a sampler that may come back to a task tells nothing."""
+    register("leaving", Leaving, options=SyntheticOptions, overwrite=True)
+    tasks = resolve("synthetic/*")[:4]
+    specs = [EnvSpec("leaving", {"seed": i}) for i in range(2)]
+    samplers = [(eval_sampler(tasks, 4, 5, 3), True), (TaskSampler(tasks, seed=3), False)]
+    for sampler, told in samplers:
+        Leaving.log.clear()
+        with EnvPool(specs, tasks=sampler, worker="serial") as pool:
+            ids = [r.env_id for r in pool.recv(min_ready=2, timeout=30) if r.observation]
+            for _ in range(60):
+                pool.send([Action.tap(0.5, 0.5)] * len(ids), ids)
+                ids = [r.env_id for r in pool.recv(min_ready=1, timeout=30) if r.observation]
+                if not ids:
+                    break
+        left = [(d, t) for d, what, t in Leaving.log if what == "leave"]
+        assert bool(left) == told
+        for device in range(2):
+            seen = [(what, t) for d, what, t in Leaving.log if d == device]
+            resets = [t for what, t in seen if what == "reset"]
+            for k, (what, t) in enumerate(seen):
+                if what == "leave":  # right before the first reset of another task
+                    assert seen[k + 1][0] == "reset" and seen[k + 1][1] != t
+                    assert t == [r for w, r in seen[:k] if w == "reset"][-1]
+                    assert t not in [r for w, r in seen[k + 1 :] if w == "reset"]
+            if told:
+                switches = sum(a != b for a, b in pairwise(resets))
+                assert switches == sum(d == device for d, _ in left)

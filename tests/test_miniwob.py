@@ -237,6 +237,38 @@ def test_task_pages_keep_one_page_per_task_and_episodes_unchanged():
         single.close()
 
 
+def test_a_left_task_page_serves_the_next_task_by_navigation():
+    """``leave``: the page of a task the device will not play again is reused for the next new
+    task (no new context), and the episode plays as on a fresh page."""
+    paged = make("miniwob", task_pages=4, screenshot=False)
+    try:
+        paged.reset("miniwob/click-button", seed=1)
+        first = paged._current
+        paged.leave("miniwob/click-test")  # a task with no page: nothing changes
+        paged.leave("miniwob/click-button")
+        assert list(paged._pages) == []
+        shown = paged.reset("miniwob/enter-text", seed=2)
+        assert paged._current is first and list(paged._pages) == ["miniwob/enter-text"]
+        assert first._loaded_url is not None and "enter-text" in first._loaded_url
+        with make("miniwob", screenshot=False) as fresh:
+            expected = fresh.reset("miniwob/enter-text", seed=2)
+        assert (shown.instruction, [(e.role, e.text, e.bbox) for e in shown.elements]) == (
+            expected.instruction,
+            [(e.role, e.text, e.bbox) for e in expected.elements],
+        )
+        oracle = MiniWoBOracle("enter-text")
+        for _ in range(paged.task.max_steps):
+            r = paged.step(oracle.act(shown))
+            shown = r.observation
+            if r.done:
+                break
+        assert r.info["success"]
+        paged.reset("miniwob/click-tab", seed=3)  # no spare left: a page of its own
+        assert paged._current is not first and len(paged._pages) == 2
+    finally:
+        paged.close()
+
+
 def test_other_task_kinds_reset_and_step(env):
     obs = env.reset("miniwob/flight.AA", seed=1)
     assert obs.screen_size == (375, 667) and obs.screenshot.shape == (667, 375, 3)

@@ -135,6 +135,10 @@ class DeviceEnv(ABC):
         is never part of an observation and never stored."""
         return None
 
+    def leave(self, task: str) -> None:  # noqa: B027 - optional hook
+        """A hint: this device will not be reset to ``task`` (a name) again. A device that keeps
+        state per task (a page per task) may reuse it for the next task; others ignore it."""
+
     def step(self, action: Action) -> StepResult:
         """Apply ``action`` and return the next observation, reward and episode flags."""
         self._check_open()

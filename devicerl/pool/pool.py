@@ -69,6 +69,7 @@ class _Slot:
     deadline: float | None = None
     restart_at: float = 0.0
     instance: TaskInstance | None = None
+    task: str | None = None  #: the task of the device's last episode
     reset_attempts: int = 0
     trajectory: Trajectory | None = None
     observation: Observation | None = None
@@ -388,13 +389,20 @@ class EnvPool:
             self._emit(slot, None)
             return
         slot.reset_attempts += 1
-        self._submit(slot, Command("reset", slot.instance.task, slot.instance.seed))
+        task = slot.instance.task
+        left = slot.task if slot.task not in (None, task.name) and self._leaves_tasks() else None
+        self._submit(slot, Command("reset", task, slot.instance.seed, leave=left))
 
     def _next_instance(self, env_id: int) -> TaskInstance | None:
         """The sampler's next instance; a sampler that places instances by device (such as
         `devicerl.tasks.placement.TaskAffinity`) is told which device asks."""
         placed = getattr(self.sampler, "next_for", None)
         return placed(env_id) if callable(placed) else self.sampler.next()
+
+    def _leaves_tasks(self) -> bool:
+        """Whether a device the sampler moves to another task never gets the one it left again
+        (`TaskAffinity`): then the reset tells the device it may reuse what it kept for it."""
+        return bool(getattr(self.sampler, "leaves_tasks_for_good", False))
 
     def _on_reply(self, slot: _Slot, reply: Reply) -> None:
         slot.deadline = None
@@ -413,6 +421,7 @@ class EnvPool:
         inst = slot.instance
         assert inst is not None and reply.observation is not None
         slot.instance = None
+        slot.task = inst.task.name
         slot.trajectory = new_trajectory(inst, reply, slot.env_id, slot.recipe.label)
         slot.observation = reply.observation
         slot.state = _State.READY

@@ -6,8 +6,10 @@ and a page load: seconds on a busy machine); its later episodes of the task rest
 place (tens of milliseconds). Handed out in list order, as an evaluation's instances are listed
 (every seed of the first task, then the second task's...), every device goes through every
 task and opens every page, which can cost more than the episodes themselves. Kept to their
-tasks, the devices open each page about once. The instances, the
-(task, seed) pairs, are exactly the list's; only which device plays which one changes.
+tasks, the devices open each page about once, and a device moving on from a task that ran out
+loads the next task into the page it has (a navigation) rather than opening another. The
+instances, the (task, seed) pairs, are exactly the list's; only which device plays which one
+changes.
 
 The pool asks with the device's id (`next_for`); a caller that does not say which device asks
 gets the list's order (`next`).
@@ -26,6 +28,11 @@ class TaskAffinity:
     a device whose task ran out (or a new one) takes the first task no device is on yet, else
     joins the task with the most instances left per device on it (a device gets nothing only
     once every instance was handed out, so no instance waits on a device that is gone)."""
+
+    #: A device moves to another task only when its task ran out, so it never gets back the
+    #: task it left: the pool tells the device so (`DeviceEnv.leave`), and a device keeping a
+    #: page per task navigates the page it has instead of opening another.
+    leaves_tasks_for_good = True
 
     def __init__(self, instances: Iterable[TaskInstance]) -> None:
         #: instances not handed out yet, by task name, tasks in their first appearance's order

@@ -5,7 +5,10 @@ about 100 ms of navigation, against about 17 ms to restart the same page's task 
 (measured on MiniWoB++; see the README). `PagedBrowserEnv` holds up to ``task_pages``
 `BrowserEnv` pages (each its own context, sharing the process's Chromium) keyed by task and
 routes each episode to its task's page; the least recently used page is closed beyond the limit.
-Episodes behave exactly as on a single `BrowserEnv`.
+A page whose task the device left (`DeviceEnv.leave`: it will not play that task again, as in an
+evaluation that keeps each device on a task) serves the next new task: a navigation in a warm
+page and renderer rather than a new context's cold start (about 3x cheaper per new task on a
+busy machine). Episodes behave exactly as on a single `BrowserEnv`.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class PagedBrowserEnv(DeviceEnv):
         self._pages: OrderedDict[str, BrowserEnv] = OrderedDict()
         self._current: BrowserEnv | None = None
         self._probe = BrowserEnv(task, self.options)  # first page: answers screen_size early
-        self._spare: BrowserEnv | None = self._probe
+        self._spare: BrowserEnv | None = self._probe  # a page no task holds: unused, or left
 
     def _page_for(self, task: Task) -> BrowserEnv:
         page = self._pages.get(task.name)
@@ -49,6 +52,14 @@ class PagedBrowserEnv(DeviceEnv):
             _, old = self._pages.popitem(last=False)
             old.close()
         return page
+
+    def leave(self, task: str) -> None:
+        """``task``'s page becomes the spare, loaded with the next task that has no page."""
+        page = self._pages.pop(task, None)
+        if page is not None:
+            if self._spare is not None:
+                self._spare.close()
+            self._spare = page
 
     def resolve_task(self, task: Task | str | None) -> Task:
         return self._probe.resolve_task(task if task is not None else self.default_task)

@@ -58,12 +58,14 @@ class DeviceRecipe:
 
 @dataclass
 class Command:
-    """A command for a worker: ``reset`` (task, seed) or ``step`` (action)."""
+    """A command for a worker: ``reset`` (task, seed; ``leave``: the name of a task this
+    device will not play again, `DeviceEnv.leave`) or ``step`` (action)."""
 
     kind: str
     task: Task | None = None
     seed: int | None = None
     action: Action | None = None
+    leave: str | None = None
 
 
 @dataclass
@@ -99,6 +101,8 @@ def execute(env: DeviceEnv, command: Command) -> Reply:
     t0 = time.perf_counter()
     try:
         if command.kind == "reset":
+            if command.leave is not None:
+                env.leave(command.leave)
             obs = env.reset(command.task, command.seed)
             return Reply("reset", obs, elapsed_s=time.perf_counter() - t0, oracle=env.oracle())
         if command.kind == "step":
