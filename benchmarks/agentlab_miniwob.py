@@ -27,6 +27,11 @@ alone).
 
     python benchmarks/agentlab_miniwob.py --out runs/agentlab --budget 20000
     python benchmarks/agentlab_miniwob.py --quick --out /tmp/agentlab   # 2 tasks, minutes
+    python benchmarks/agentlab_miniwob.py --protocols seeds --systems learner --budget 5000
+
+Each system's evaluation of a protocol is long here (``seeds``: 625 BrowserGym episodes, about
+an hour on 2 cores with 6 devices; BrowserGym starts a new Chromium at every reset), so
+``--systems`` runs a protocol in parts.
 
 The last lines are ``RESULT protocol=P system=S mean=X episodes=N env_steps=N test_evals=N``,
 one per protocol and system; ``--out`` gets ``agentlab.json`` and ``agentlab.txt``.
@@ -73,6 +78,8 @@ PROTOCOLS = {
 }
 LEARNERS = {"digirl": "DigiRL", "filtered_bc": "Filtered BC"}
 RANDOM = "random"
+#: The systems of a protocol, in the order they run (``learner`` is ``--algorithm``).
+SYSTEMS = (RANDOM, START, "learner")
 #: --quick: one train and one test task of AgentLab's split.
 QUICK = ("browsergym/miniwob.click-test-2", "browsergym/miniwob.click-test")
 #: The device: BrowserGym's (its environment from the cache), AgentLab's step budget.
@@ -85,6 +92,10 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--budget", type=int, default=20000, help="training env steps per learner")
     ap.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=list(PROTOCOLS))
     ap.add_argument("--algorithm", default="digirl", choices=list(LEARNERS))
+    ap.add_argument(
+        "--systems", nargs="+", default=list(SYSTEMS), choices=list(SYSTEMS),
+        help="systems to run (learner: --algorithm); a protocol can be run in parts",
+    )  # fmt: skip
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--devices", type=int, default=3, help="BrowserGym devices in parallel")
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}; tiny budget")
@@ -241,7 +252,7 @@ def run_protocol(args: argparse.Namespace, protocol: str, setup_rows: list) -> l
         flush=True,
     )
     lines, fresh = [], False
-    for system in (RANDOM, START, args.algorithm):
+    for system in [args.algorithm if s == "learner" else s for s in args.systems]:
         cfg = _config(args, system, train_ok)
         folder = Path(args.out) / protocol / f"{system}-s{args.seed}"
         agent: Path | None = None
