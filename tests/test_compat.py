@@ -21,6 +21,10 @@ from compat.record import AGENTS, FIXTURES, ROOT, STORE, agent_observations, sco
 from devicerl.actions import Action, format_autoui, parse_autoui
 from devicerl.data.store import TrajectoryStore
 
+#: Log-probs may move this much: float32 sums differ between CPUs (up to 3e-5 seen between two
+#: machines of this kind on log-probs of 30-50); a change in what an agent computes moves more.
+LOG_PROB_TOLERANCE = 1e-4
+
 
 def _fixture(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
@@ -72,11 +76,11 @@ def test_committed_agents_act_and_score_as_before(name: str) -> None:
     assert len(recorded) == len(observations)
     for obs, sample, row in zip(observations, greedy, recorded):
         assert sample.action.to_json() == row["greedy"]
-        assert sample.log_prob == pytest.approx(row["greedy_log_prob"], abs=1e-5)
+        assert sample.log_prob == pytest.approx(row["greedy_log_prob"], abs=LOG_PROB_TOLERANCE)
         actions = scored_actions(obs)
         assert [a.to_json() for a in actions] == row["actions"]
         with torch.no_grad():
             lp = agent.log_prob([obs] * len(actions), actions).tolist()
             raw = agent.log_prob([obs] * len(actions), actions, floor=False).tolist()
-        assert lp == pytest.approx(row["log_probs"], abs=1e-5)
-        assert raw == pytest.approx(row["log_probs_no_floor"], abs=1e-5)
+        assert lp == pytest.approx(row["log_probs"], abs=LOG_PROB_TOLERANCE)
+        assert raw == pytest.approx(row["log_probs_no_floor"], abs=LOG_PROB_TOLERANCE)

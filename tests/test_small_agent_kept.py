@@ -2,8 +2,10 @@
 web-skills agents (``benchmarks/agents/``) and two fresh seeded agents (whose weights pin the
 order the network's parts are built in), on observations from real Chromium episodes
 (``tests/small_kept/record.py``). Log-probs (with the floor, without it, at a raised floor) and
-entropies within 1e-6 (plus 1e-6 relative, for the large values of impossible choices); greedy
-and seeded sampled actions, their log-probs and extras as recorded."""
+entropies within 1e-4 (plus 1e-6 relative, for the large values of impossible choices): float32
+sums come out differently on another CPU (up to 3e-5 seen between two machines of this kind, on
+the trained agents' log-probs of 30-180), while a change in what the agent computes moves them
+by far more; greedy and seeded sampled actions, their log-probs and extras as recorded."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import torch
 from small_kept import kept
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+#: How far a value may move: float32 sums differ between CPUs (see the module doc).
+TOLERANCE = 1e-4
 
 
 def _load(name: str) -> dict:
@@ -23,7 +27,7 @@ def _load(name: str) -> dict:
 def _close(got: list[float], want: list[float], what: str) -> None:
     g, w = torch.tensor(got, dtype=torch.float64), torch.tensor(want, dtype=torch.float64)
     assert g.shape == w.shape, what
-    far = (g - w).abs() > 1e-6 + 1e-6 * w.abs()
+    far = (g - w).abs() > TOLERANCE + 1e-6 * w.abs()
     assert not far.any(), f"{what}: {int(far.sum())} moved, first at {int(far.nonzero()[0])}"
 
 
