@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -205,7 +206,7 @@ def test_malformed_row_names_file_and_episode(tmp_path, trajectories) -> None:
 def test_background_writer_puts_the_episodes_waiting_together_in_one_shard(
     tmp_path, trajectories
 ) -> None:
-    w = TrajectoryWriter(tmp_path, background=True)
+    w = TrajectoryWriter(tmp_path, background=True, gather_s=0)
     with w._lock:  # the writer's thread is held up in its first episode
         w.append(trajectories[0])
         deadline = time.monotonic() + 30
@@ -216,6 +217,24 @@ def test_background_writer_puts_the_episodes_waiting_together_in_one_shard(
     assert len(w.shards_written) == 2
     back = TrajectoryStore(tmp_path).read_all()
     assert [t.episode_id for t in back] == [t.episode_id for t in trajectories[:5]]
+
+
+def test_background_writer_gathers_a_window_of_episodes_and_flush_does_not_wait(
+    tmp_path, trajectories
+) -> None:
+    w = TrajectoryWriter(tmp_path, background=True, gather_s=60)
+    w.extend(trajectories[:5])  # within the window of the first: one shard
+    flushing = threading.Thread(target=w.flush)
+    flushing.start()
+    flushing.join(30)  # flush ends the window: it does not wait out the 60 s
+    assert not flushing.is_alive()
+    assert len(w.shards_written) == 1 and w.episodes_written == 5
+    w.extend(trajectories[5:])
+    w.close()  # so does close
+    back = TrajectoryStore(tmp_path).read_all()
+    assert [t.episode_id for t in back] == [t.episode_id for t in trajectories]
+    with pytest.raises(ValueError, match="gather_s"):
+        TrajectoryWriter(tmp_path / "x", background=True, gather_s=-1)
 
 
 def test_background_writer(tmp_path, trajectories) -> None:
