@@ -9,7 +9,8 @@ newest ``ablation-dev16-YYYY-MM-DD.json``, the full-suite row the newest
 pre-trained full-suite row the newest ``miniwob-suite-YYYY-MM-DD[-suffix].json`` whose run
 trained from a saved agent (``agent.init_from`` or ``agent.path`` in its command); the
 unseen-tasks row reads the newest ``unseen-tasks-YYYY-MM-DD.json``, the interpolation row the newest
-``unseen-interpolation-YYYY-MM-DD.json``.
+``unseen-interpolation-YYYY-MM-DD.json``, the AgentLab-protocol row the ``RESULT`` lines of the
+newest ``agentlab-miniwob-split-YYYY-MM-DD.txt`` and ``agentlab-miniwob-seeds-YYYY-MM-DD.txt``.
 
     python scripts/results_table.py           # rewrite the table in README.md
     python scripts/results_table.py --check   # exit 1 when README.md is out of date
@@ -35,6 +36,11 @@ _SUITE_ANY = re.compile(r"^miniwob-suite-\d{4}-\d{2}-\d{2}(-[\w-]+)?\.json$")
 _UNSEEN = re.compile(r"^unseen-tasks-\d{4}-\d{2}-\d{2}\.json$")
 _INTERPOLATION = re.compile(r"^unseen-interpolation-\d{4}-\d{2}-\d{2}\.json$")
 _ABLATION = re.compile(r"^ablation-dev16-\d{4}-\d{2}-\d{2}\.json$")
+_AGENTLAB = re.compile(r"^agentlab-miniwob-(split|seeds)-\d{4}-\d{2}-\d{2}\.txt$")
+_RESULT = re.compile(
+    r"^RESULT protocol=(\w+) system=(\w+) mean=([\d.]+) episodes=(\d+) env_steps=(\d+)"
+)
+_PUBLISHED = re.compile(r"^published \(AgentLab, all 125 tasks, 625 episodes\): \S+ ([\d.]+)")
 _ABLATED = (  # (label, system) in the order of the row
     ("DigiRL", "digirl"),
     ("no step filter", "digirl_no_step_filter"),
@@ -293,6 +299,43 @@ def _interpolation_row(results: Path) -> str | None:
     return f"| Unseen tasks, interpolated | {setting} | {', '.join(cells)} {link} | `{name}` |"
 
 
+def _agentlab_row(results: Path) -> str | None:
+    """MiniWoB++ under AgentLab's protocol (docs/benchmarks.md#agentlab_miniwobpy): the
+    ``RESULT`` lines of the newest ``agentlab-miniwob-{split,seeds}-YYYY-MM-DD.txt``, beside the
+    published GenericAgent range those files carry."""
+    names: dict[str, str] = {}
+    for path in results.glob("*.txt"):
+        if m := _AGENTLAB.match(path.name):
+            names[m[1]] = max(names.get(m[1], ""), path.name)
+    names = {p: names[p] for p in ("split", "seeds") if p in names}
+    if not names:
+        return None
+    labels = {"digirl": "DigiRL", "start": "start (untrained)", "random": "random"}
+    cells, published, steps = [], [], []
+    for protocol, name in names.items():
+        lines = (results / name).read_text().splitlines()
+        found = [m for m in map(_RESULT.match, lines) if m]
+        order = sorted(found, key=lambda m: list(labels).index(m[2]) if m[2] in labels else -1)
+        got = ", ".join(f"{labels.get(m[2], m[2])} {float(m[3]):.3f}" for m in order)
+        cells.append(f"{protocol}: {got} ({found[0][4]} episodes)")
+        published += [float(m[1]) for m in map(_PUBLISHED.match, lines) if m]
+        steps += [int(m[5]) for m in found if m[2] not in ("random", "start")]
+    if published:
+        cells.append(
+            f"AgentLab's published GenericAgent rows on the seeds' 625: "
+            f"{min(published):.3f}-{max(published):.3f}"
+        )
+    setting = (
+        "small CPU agent, one DigiRL run per protocol (`tuned` + reach heads) online from scratch "
+        f"through BrowserGym's MiniWoB++, {min(steps, default=0):,} env steps, 1 seed, greedy; "
+        "split: trained on AgentLab's 62 train tasks, evaluated on its 63 test tasks; seeds: "
+        "trained on all 125 at other seeds, evaluated on AgentLab's 125 x 5 (out of reach = 0)"
+    )
+    link = "([docs/benchmarks.md](docs/benchmarks.md#agentlab_miniwobpy))"
+    files = ", ".join(f"`{n}`" for n in names.values())
+    return f"| MiniWoB++, AgentLab's protocol | {setting} | {'; '.join(cells)} {link} | {files} |"
+
+
 def table(results: Path = RESULTS) -> str:
     """The Markdown table, from the result files alone."""
     pool = json.loads((results / "pool_throughput.json").read_text())["summary"]
@@ -310,6 +353,7 @@ def table(results: Path = RESULTS) -> str:
                 _suite_row(results, _newest_pretrained_suite(results), pretrained=True),
                 _unseen_row(results),
                 _interpolation_row(results),
+                _agentlab_row(results),
                 _league_row(results),
             )
             if r

@@ -68,6 +68,17 @@ def test_each_setup_row_reads_the_newest_run_of_that_setup(tmp_path) -> None:
     assert "DigiRL 0.123" in new and "`learning-2099-01-01.json`" in new
 
 
+def test_the_agentlab_row_reads_each_protocols_newest_file(tmp_path) -> None:
+    results = _results(tmp_path)
+    script = _script()
+    seeds = max(results.glob("agentlab-miniwob-seeds-*.txt")).read_text()
+    newer = seeds.replace("system=digirl mean=0.134", "system=digirl mean=0.321")
+    (results / "agentlab-miniwob-seeds-2099-01-01.txt").write_text(newer)
+    row = next(r for r in script.table(results).splitlines() if "AgentLab's protocol" in r)
+    assert "seeds: DigiRL 0.321" in row and "split: DigiRL " in row
+    assert "`agentlab-miniwob-seeds-2099-01-01.txt`" in row and "GenericAgent rows" in row
+
+
 def test_readme_is_short_and_its_links_resolve() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 200
