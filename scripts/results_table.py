@@ -308,18 +308,20 @@ def _agentlab_row(results: Path) -> str | None:
         if m := _AGENTLAB.match(path.name):
             names[m[1]] = max(names.get(m[1], ""), path.name)
     names = {p: names[p] for p in ("split", "seeds") if p in names}
-    if not names:
-        return None
     labels = {"digirl": "DigiRL", "start": "start (untrained)", "random": "random"}
     cells, published, steps = [], [], []
     for protocol, name in names.items():
         lines = (results / name).read_text().splitlines()
         found = [m for m in map(_RESULT.match, lines) if m]
+        if not found:
+            continue
         order = sorted(found, key=lambda m: list(labels).index(m[2]) if m[2] in labels else -1)
         got = ", ".join(f"{labels.get(m[2], m[2])} {float(m[3]):.3f}" for m in order)
         cells.append(f"{protocol}: {got} ({found[0][4]} episodes)")
         published += [float(m[1]) for m in map(_PUBLISHED.match, lines) if m]
         steps += [int(m[5]) for m in found if m[2] not in ("random", "start")]
+    if not cells:
+        return None
     if published:
         cells.append(
             f"AgentLab's published GenericAgent rows on the seeds' 625: "

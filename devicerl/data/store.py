@@ -109,8 +109,8 @@ class TrajectoryWriter:
     gathers the episodes that arrive within ``gather_s`` of the first one waiting (up to
     ``max_pending``) into one shard: a shard's fixed costs (Parquet footer, hash, index and
     manifest lines, four fsyncs) are paid once per batch rather than once per episode, which
-    on a 2-core machine is CPU taken from the devices. A crash loses no more than those
-    seconds' episodes and the queue; `flush` and `close` write at once. A write error is raised
+    on a 2-core machine is CPU taken from the devices. A crash loses no more than the batch
+    being gathered and the queue; `flush` and `close` write at once. A write error is raised
     by the next `append`, `flush` or `close`.
     """
 
@@ -180,7 +180,7 @@ class TrajectoryWriter:
     def _drain(self) -> None:
         assert self._queue is not None
         while True:
-            items = self._gather(self._queue)
+            items = self._gather()
             episodes = [t for t in items if isinstance(t, Trajectory)]
             try:
                 if self._error is None and episodes:
@@ -193,10 +193,12 @@ class TrajectoryWriter:
             if items[-1] is None:
                 return
 
-    def _gather(self, waiting: queue.Queue) -> list[Any]:
+    def _gather(self) -> list[Any]:
         """The next batch: the first item, then what arrives within ``gather_s`` of it (what
         already waits once that time is up), ending early at `close`'s None or `flush`'s
         marker, and at ``max_pending`` episodes."""
+        waiting = self._queue
+        assert waiting is not None
         items = [waiting.get()]
         deadline = time.monotonic() + self.gather_s
         while isinstance(items[-1], Trajectory) and len(items) < waiting.maxsize:
