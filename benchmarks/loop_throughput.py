@@ -16,6 +16,11 @@ collection through the pool and the collector with the agent (weights fixed), an
   the first episode began) and its rate after the start (``episodes_per_s_after_start``);
   collection and evaluation both give their ``steps_per_episode`` (a greedy policy's episodes
   need not be as long as its sampled ones: with ``agent.kind=random`` both play one policy);
+- ``fleet-eval``: the same evaluation twice, attached to a warm fleet of the same devices
+  (`devicerl.pool.workers.fleet`, as ``devicerl fleet up`` then ``devicerl eval
+  env.worker=fleet``): the fleet's start (devices launched, every task's page opened on each)
+  comes before the clock, as collection's warm-up does; the second evaluation shows the
+  devices still warm after a run;
 - ``learner``: the setup's learner alone (offline, no devices) on the episodes the training part
   stored: its seconds per iteration, and the episodes/s it could consume, the most training can
   reach however well acting and learning overlap.
@@ -32,7 +37,7 @@ eval / raw at least collect / raw.
 The last line is ``RESULT collect_vs_raw=X train_vs_collect=Y pixels=P`` (episodes/s ratios);
 the lines before it, ``learner_vs_collect`` (the learner's own rate over collection's) and
 ``eval_vs_raw`` / ``eval_vs_collect`` (the evaluation's rate over the raw devices' and
-collection's), when those parts ran.
+collection's) and ``fleet_eval_vs_collect`` (each fleet evaluation's), when those parts ran.
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ from typing import Any
 from devicerl.actions import Action
 from devicerl.config import config_source, load_config
 from devicerl.data.store import TrajectoryStore
-from devicerl.envs import make
+from devicerl.envs import EnvSpec, make
+from devicerl.pool.workers.base import DeviceRecipe
+from devicerl.pool.workers.fleet import Fleet
 from devicerl.records import Trajectory
 from devicerl.runtime.acting.collector import Collector
 from devicerl.runtime.loop.factory import make_trainer
@@ -64,6 +71,7 @@ from devicerl.tasks import TaskSampler, resolve
 
 SUITE = "miniwob-dev"
 SETUP = "miniwob-digirl-tuned"
+FLEET = "loop-throughput"
 #: What ``--pixels`` changes: screenshots, and the agent's pixel features.
 PIXELS = ("env.options.screenshot=true", "agent.small.inputs=[pixels]")
 
@@ -200,6 +208,26 @@ def evaluate(cfg: TrainConfig, episodes_per_task: int, folder: Path) -> dict[str
 
 
 # -- training ------------------------------------------------------------------------------------
+def fleet_evaluate(cfg: TrainConfig, episodes_per_task: int, folder: Path) -> list[dict]:
+    """`evaluate` twice on one warm fleet of the run's devices, started before the clock."""
+    recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, cfg.env.options))
+    fleet = Fleet(FLEET, recipe, cfg.env.num_envs, resolve(SUITE))
+    started = fleet.start()
+    print(f"fleet up in {started:.1f}s (not timed)", flush=True)
+    attached = replace(cfg, env=replace(cfg.env, worker="fleet", fleet=FLEET))
+    out = []
+    try:
+        with fleet.watching():
+            for i in range(2):
+                evaluated = folder.with_name(f"{folder.name}-{i}")
+                shutil.rmtree(evaluated, ignore_errors=True)
+                out.append(evaluate(attached, episodes_per_task, evaluated))
+                out[-1]["fleet_restarts"] = fleet.restarts
+    finally:
+        fleet.stop()
+    return out
+
+
 class _Clock(TrainerObserver):
     """Env steps, episodes and learner time at every iteration, timed."""
 
@@ -288,6 +316,12 @@ def main() -> None:
         shutil.rmtree(evaluated, ignore_errors=True)
         out["eval"] = evaluate(cfg, args.eval_episodes, evaluated)
         print("eval    ", json.dumps(out["eval"]), flush=True)
+    if "fleet-eval" in args.parts:
+        out["fleet_eval"] = fleet_evaluate(
+            cfg, args.eval_episodes, folder.with_name(folder.name + "-fleet-eval")
+        )
+        for r in out["fleet_eval"]:
+            print("fleet-eval", json.dumps(r), flush=True)
     if "train" in args.parts:
         shutil.rmtree(folder, ignore_errors=True)
         out["train"] = train(replace(cfg), args.seconds, args.warmup, folder)
@@ -304,6 +338,10 @@ def main() -> None:
                 ratio = out["eval"]["episodes_per_s"] / out[base]["episodes_per_s"]
                 out[f"eval_vs_{base}"] = ratio
                 print(f"eval_vs_{base}={ratio:.2f}")
+    if "fleet_eval" in out and "collect" in out:
+        ratios = [r["episodes_per_s"] / out["collect"]["episodes_per_s"] for r in out["fleet_eval"]]
+        out["fleet_eval_vs_collect"] = ratios
+        print("fleet_eval_vs_collect=" + ",".join(f"{r:.2f}" for r in ratios))
     if all(k in out for k in ("raw", "collect", "train")):
         cv = out["collect"]["episodes_per_s"] / out["raw"]["episodes_per_s"]
         tc = out["train"]["episodes_per_s"] / out["collect"]["episodes_per_s"]

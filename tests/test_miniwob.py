@@ -246,7 +246,7 @@ def test_a_left_task_page_serves_the_next_task_by_navigation():
         first = paged._current
         paged.leave("miniwob/click-test")  # a task with no page: nothing changes
         paged.leave("miniwob/click-button")
-        assert list(paged._pages) == []
+        assert list(paged._pages) == ["miniwob/click-button"] and not first._closed
         shown = paged.reset("miniwob/enter-text", seed=2)
         assert paged._current is first and list(paged._pages) == ["miniwob/enter-text"]
         assert first._loaded_url is not None and "enter-text" in first._loaded_url
@@ -265,6 +265,27 @@ def test_a_left_task_page_serves_the_next_task_by_navigation():
         assert r.info["success"]
         paged.reset("miniwob/click-tab", seed=3)  # no spare left: a page of its own
         assert paged._current is not first and len(paged._pages) == 2
+    finally:
+        paged.close()
+
+
+def test_left_pages_stay_loaded_until_a_new_task_needs_one():
+    """A device kept between runs keeps every task's page: leaving does not close pages, a
+    task met again finds its own page, and a new task takes the oldest left one."""
+    paged = make("miniwob", task_pages=4, screenshot=False)
+    try:
+        paged.reset("miniwob/click-test", seed=1)
+        a = paged._current
+        paged.reset("miniwob/click-button", seed=1)
+        b = paged._current
+        paged.leave("miniwob/click-test")
+        paged.leave("miniwob/click-button")
+        assert not a._closed and not b._closed
+        paged.reset("miniwob/click-test", seed=2)
+        assert paged._current is a  # its own page, still loaded
+        paged.reset("miniwob/enter-text", seed=2)
+        assert paged._current is b and not a._closed  # the left page serves the new task
+        assert list(paged._pages) == ["miniwob/click-test", "miniwob/enter-text"]
     finally:
         paged.close()
 

@@ -34,6 +34,7 @@ COMMANDS = (
     "import-adp",
     "export",
     "cluster",
+    "fleet",
     "league",
     "interpolate",
 )

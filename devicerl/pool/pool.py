@@ -106,7 +106,8 @@ def _as_recipes(envs: EnvSpec | str | Sequence[EnvSpec | str], num_envs: int | N
 
 
 def make_backend(kind: str, **options: Any) -> WorkerBackend:
-    """``serial``, ``subprocess`` or ``ray``, with backend options (Ray is imported lazily)."""
+    """``serial``, ``subprocess``, ``ray`` or ``fleet``, with backend options (Ray is imported
+    lazily)."""
     if kind == "serial":
         extra = set(options) - {"step_timeout", "reset_timeout"}
         if extra:
@@ -120,16 +121,22 @@ def make_backend(kind: str, **options: Any) -> WorkerBackend:
         from devicerl.pool.workers.ray import RayBackend
 
         return RayBackend(**options)
-    raise ConfigError(f"unknown worker kind {kind!r}; use 'serial', 'subprocess' or 'ray'")
+    if kind == "fleet":
+        from devicerl.pool.workers.fleet import FleetBackend
+
+        return FleetBackend(**options)
+    raise ConfigError(f"unknown worker kind {kind!r}; use 'serial', 'subprocess', 'ray' or 'fleet'")
 
 
 class EnvPool:
     """An asynchronous pool of ``num_envs`` devices built from `EnvSpec`s.
 
     ``worker`` is ``"subprocess"`` (default: one process per device, screenshots through
-    shared memory), ``"ray"`` (Ray actors) or ``"serial"`` (in this process, for debugging;
-    no timeouts). ``tasks`` is a `TaskSampler`, a task list or a task spec string. The first
-    `recv` returns every device's first observation. Not thread-safe: use it from one thread.
+    shared memory), ``"ray"`` (Ray actors), ``"fleet"`` (the warm devices of a running fleet,
+    `devicerl.pool.workers.fleet`; ``worker_options={"name": ...}``) or ``"serial"`` (in this
+    process, for debugging; no timeouts). ``tasks`` is a `TaskSampler`, a task list or a task
+    spec string. The first `recv` returns every device's first observation. Not thread-safe:
+    use it from one thread.
     """
 
     def __init__(

@@ -8,7 +8,9 @@ routes each episode to its task's page; the least recently used page is closed b
 A page whose task the device left (`DeviceEnv.leave`: it will not play that task again, as in an
 evaluation that keeps each device on a task) serves the next new task: a navigation in a warm
 page and renderer rather than a new context's cold start (about 3x cheaper per new task on a
-busy machine). Episodes behave exactly as on a single `BrowserEnv`.
+busy machine); until a new task needs it, it stays loaded, so a device kept between runs (a
+fleet's, `devicerl.pool.workers.fleet`) still has every task's page the next run. Episodes
+behave exactly as on a single `BrowserEnv`.
 """
 
 from __future__ import annotations
@@ -36,30 +38,35 @@ class PagedBrowserEnv(DeviceEnv):
         self._pages: OrderedDict[str, BrowserEnv] = OrderedDict()
         self._current: BrowserEnv | None = None
         self._probe = BrowserEnv(task, self.options)  # first page: answers screen_size early
-        self._spare: BrowserEnv | None = self._probe  # a page no task holds: unused, or left
+        self._spare: BrowserEnv | None = self._probe  # the first page while no task holds it
+        self._left: set[str] = set()  # tasks with a page this device will not play again
 
     def _page_for(self, task: Task) -> BrowserEnv:
         page = self._pages.get(task.name)
         if page is not None:
+            self._left.discard(task.name)
             self._pages.move_to_end(task.name)
             return page
-        if self._spare is not None:
+        left = next((name for name in self._pages if name in self._left), None)
+        if left is not None:  # the least recently used page of a task this device left
+            self._left.discard(left)
+            page = self._pages.pop(left)
+        elif self._spare is not None:
             page, self._spare = self._spare, None
         else:
             page = BrowserEnv(task, self.options)
         self._pages[task.name] = page
         while len(self._pages) > self.task_pages:
-            _, old = self._pages.popitem(last=False)
+            name, old = self._pages.popitem(last=False)
+            self._left.discard(name)
             old.close()
         return page
 
     def leave(self, task: str) -> None:
-        """``task``'s page becomes the spare, loaded with the next task that has no page."""
-        page = self._pages.pop(task, None)
-        if page is not None:
-            if self._spare is not None:
-                self._spare.close()
-            self._spare = page
+        """``task``'s page will serve the next task that has no page (a navigation); until
+        then it stays loaded (a device kept between runs finds it warm)."""
+        if task in self._pages:
+            self._left.add(task)
 
     def resolve_task(self, task: Task | str | None) -> Task:
         return self._probe.resolve_task(task if task is not None else self.default_task)

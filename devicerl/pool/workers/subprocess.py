@@ -23,7 +23,7 @@ import threading
 import time
 import types
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.shared_memory import SharedMemory
@@ -46,7 +46,7 @@ from devicerl.pool.workers.base import (
 from devicerl.pool.workers.base import error_reply as _error_reply
 
 _HEARTBEAT = b"h"
-_CLOSE = b"c"
+CLOSE = b"c"
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class _WorkerConfig:
     heartbeat_interval_s: float
 
 
-class _FrameWriter:
+class FrameWriter:
     """Worker side: copies frames into a shared-memory segment (a new one when they grow)."""
 
     def __init__(self, prefix: str) -> None:
@@ -81,7 +81,7 @@ class _FrameWriter:
             self.shm.close()
 
 
-class _FrameReader:
+class FrameReader:
     """Parent side: copies frames out of a worker's segment and owns (unlinks) segments."""
 
     def __init__(self) -> None:
@@ -101,50 +101,72 @@ class _FrameReader:
                 shm.unlink()
 
 
-def _heartbeat(conn: Connection, lock: threading.Lock, stop: threading.Event, period: float):
+def _heartbeat(
+    conn: Connection,
+    lock: threading.Lock,
+    stop: threading.Event,
+    period: float,
+    on_lost: Callable[[], None],
+) -> None:
     while not stop.wait(period):
         try:
             with lock:
                 conn.send_bytes(_HEARTBEAT + struct.pack("d", time.monotonic()))
-        except OSError:  # the parent is gone: take the device's helpers down with us
-            _kill_own_group()
+        except OSError:
+            on_lost()
+            return
 
 
-def _kill_own_group() -> None:
+def kill_own_group() -> None:
     with contextlib.suppress(OSError):
         if os.getpgid(0) == os.getpid():
             os.killpg(0, signal.SIGKILL)
     os._exit(1)
 
 
-def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
-    """Entry point of a worker process."""
-    enter_worker_process(cfg.tag)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    signal.signal(signal.SIGTERM, lambda *_: _kill_own_group())
-    sys.path[:] = list(cfg.sys_path)
+def serve_commands(
+    conn: Connection,
+    host: DeviceHost,
+    frames: FrameWriter,
+    heartbeat_interval_s: float,
+    on_lost: Callable[[], None],
+) -> None:
+    """Answer the commands arriving on ``conn`` with ``host``'s device until the other end
+    closes it or says close, sending heartbeats meanwhile (``on_lost``: what to do when the
+    other end is gone while a heartbeat is sent)."""
     lock, stop = threading.Lock(), threading.Event()
     threading.Thread(
-        target=_heartbeat, args=(conn, lock, stop, cfg.heartbeat_interval_s), daemon=True
+        target=_heartbeat, args=(conn, lock, stop, heartbeat_interval_s, on_lost), daemon=True
     ).start()
-    frames = _FrameWriter(cfg.shm_prefix)
-    host = DeviceHost(cfg.recipe)
     try:
         while True:
             try:
                 data = conn.recv_bytes()
             except (EOFError, OSError):
                 break
-            if data == _CLOSE:
+            if data == CLOSE:
                 break
             _send(conn, lock, frames, host.run(pickle.loads(data)))
     finally:
         stop.set()
+
+
+def _worker_main(conn: Connection, cfg: _WorkerConfig) -> None:
+    """Entry point of a worker process: a parent gone takes the device's helpers down."""
+    enter_worker_process(cfg.tag)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGTERM, lambda *_: kill_own_group())
+    sys.path[:] = list(cfg.sys_path)
+    frames = FrameWriter(cfg.shm_prefix)
+    host = DeviceHost(cfg.recipe)
+    try:
+        serve_commands(conn, host, frames, cfg.heartbeat_interval_s, kill_own_group)
+    finally:
         host.close()
         frames.close()
 
 
-def _send(conn: Connection, lock: threading.Lock, frames: _FrameWriter, reply: Reply) -> None:
+def _send(conn: Connection, lock: threading.Lock, frames: FrameWriter, reply: Reply) -> None:
     meta = None
     obs = reply.shown
     if obs is not None and obs.screenshot is not None:
@@ -159,7 +181,7 @@ def _send(conn: Connection, lock: threading.Lock, frames: _FrameWriter, reply: R
 
 
 @contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
+def main_module_hidden() -> Iterator[None]:
     """Start processes without re-running the caller's ``__main__`` in them.
 
     spawn/forkserver children normally import the main script first: a script without an
@@ -175,42 +197,27 @@ def _main_module_hidden() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-class SubprocessWorker(Worker):
-    """Parent-side handle of one worker process."""
+class ConnectionWorker(Worker):
+    """Parent-side handle of a device process answering on a connection (heartbeats,
+    pickled replies, screenshots through the shared-memory segments named ``shm_prefix*``):
+    what a started worker process and an attached fleet device share."""
 
-    def __init__(self, backend: SubprocessBackend, env_id: int, recipe: DeviceRecipe) -> None:
+    def __init__(
+        self,
+        backend: SelectorBackend,
+        env_id: int,
+        recipe: DeviceRecipe,
+        conn: Connection,
+        pid: int | None,
+        shm_prefix: str,
+    ) -> None:
         super().__init__(env_id, recipe)
-        self.backend = backend
-        backend.generation += 1
-        cfg = _WorkerConfig(
-            env_id,
-            recipe,
-            backend.tag,
-            f"drl_{backend.tag[:8]}_{env_id}_{backend.generation}_",
-            tuple(sys.path),
-            backend.heartbeat_interval_s,
-        )
-        self.shm_prefix = cfg.shm_prefix
-        self.conn, child = backend.ctx.Pipe()
-        self.process = backend.ctx.Process(
-            target=_worker_main, args=(child, cfg), name=f"devicerl-worker-{env_id}", daemon=True
-        )
+        self.backend, self.conn, self._pid, self.shm_prefix = backend, conn, pid, shm_prefix
         try:
-            with _main_module_hidden():
-                self.process.start()
-        except (pickle.PicklingError, AttributeError, TypeError) as e:
-            raise ConfigError(
-                f"device {recipe.label!r} cannot be sent to a worker process ({e}); register "
-                "its factory as a 'module:attr' string or a module-level callable"
-            ) from None
-        finally:
-            child.close()
-        self._pid = self.process.pid
-        try:
-            self.create_time: float | None = psutil.Process(self._pid).create_time()
+            self.create_time: float | None = psutil.Process(pid).create_time() if pid else None
         except psutil.Error:
             self.create_time = None
-        self.frames = _FrameReader()
+        self.frames = FrameReader()
         self.dead = self.closing = False
         backend.selector.register(self.conn, selectors.EVENT_READ, self)
 
@@ -245,8 +252,7 @@ class SubprocessWorker(Worker):
 
     def _lost(self) -> Reply:
         self._detach()
-        self.process.join(timeout=1.0)
-        return Reply("lost", error=exit_cause(self.process.exitcode))
+        return Reply("lost", error="its connection closed")
 
     def _detach(self) -> None:
         if not self.dead:
@@ -258,20 +264,13 @@ class SubprocessWorker(Worker):
         self._detach()
         if self._pid is not None:
             kill_process_tree(self._pid, self.create_time)
-        self.process.join(timeout=2.0)
         self._cleanup()
 
     def request_close(self) -> None:
         if not self.dead and not self.closing:
             self.closing = True
             with contextlib.suppress(OSError):
-                self.conn.send_bytes(_CLOSE)
-
-    def close(self, timeout: float = 5.0) -> None:
-        self.request_close()
-        if not self.dead:
-            self.process.join(timeout)
-        self.kill()
+                self.conn.send_bytes(CLOSE)
 
     def _cleanup(self) -> None:
         self.conn.close()
@@ -279,18 +278,87 @@ class SubprocessWorker(Worker):
         for path in glob.glob(f"/dev/shm/{self.shm_prefix}*"):  # segments we never saw
             with contextlib.suppress(OSError):
                 SharedMemory(os.path.basename(path)).unlink()
+
+
+class SubprocessWorker(ConnectionWorker):
+    """Parent-side handle of one worker process it starts."""
+
+    def __init__(self, backend: SubprocessBackend, env_id: int, recipe: DeviceRecipe) -> None:
+        backend.generation += 1
+        cfg = _WorkerConfig(
+            env_id,
+            recipe,
+            backend.tag,
+            f"drl_{backend.tag[:8]}_{env_id}_{backend.generation}_",
+            tuple(sys.path),
+            backend.heartbeat_interval_s,
+        )
+        conn, child = backend.ctx.Pipe()
+        self.process = backend.ctx.Process(
+            target=_worker_main, args=(child, cfg), name=f"devicerl-worker-{env_id}", daemon=True
+        )
+        try:
+            with main_module_hidden():
+                self.process.start()
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            conn.close()
+            raise ConfigError(
+                f"device {recipe.label!r} cannot be sent to a worker process ({e}); register "
+                "its factory as a 'module:attr' string or a module-level callable"
+            ) from None
+        finally:
+            child.close()
+        super().__init__(backend, env_id, recipe, conn, self.process.pid, cfg.shm_prefix)
+
+    def _lost(self) -> Reply:
+        self._detach()
+        self.process.join(timeout=1.0)
+        return Reply("lost", error=exit_cause(self.process.exitcode))
+
+    def kill(self) -> None:
+        super().kill()
+        self.process.join(timeout=2.0)
         with contextlib.suppress(ValueError):
             self.process.close()
 
+    def close(self, timeout: float = 5.0) -> None:
+        self.request_close()
+        if not self.dead:
+            self.process.join(timeout)
+        self.kill()
 
-class SubprocessBackend(WorkerBackend):
+
+class SelectorBackend(WorkerBackend):
+    """Workers on connections, waited on together with one selector."""
+
+    sends_heartbeats = True
+
+    def __init__(self) -> None:
+        self.selector = selectors.DefaultSelector()
+
+    def poll(self, timeout: float | None) -> list[tuple[Worker, Reply]]:
+        if not self.selector.get_map():
+            if timeout:
+                time.sleep(timeout)
+            return []
+        out: list[tuple[Worker, Reply]] = []
+        for key, _ in self.selector.select(timeout):
+            worker: ConnectionWorker = key.data
+            reply = worker.receive()
+            if reply is not None:
+                out.append((worker, reply))
+        return out
+
+    def close(self) -> None:
+        self.selector.close()
+
+
+class SubprocessBackend(SelectorBackend):
     """Workers as local processes.
 
     ``start_method``: forkserver (default: fast starts from a clean, preloaded server), spawn
     or fork.
     """
-
-    sends_heartbeats = True
 
     def __init__(
         self,
@@ -302,29 +370,13 @@ class SubprocessBackend(WorkerBackend):
                 f"start method {start_method!r} is not available here; "
                 f"use one of {mp.get_all_start_methods()}"
             )
+        super().__init__()
         self.ctx: Any = mp.get_context(start_method)
         if start_method == "forkserver":
             self.ctx.set_forkserver_preload(["devicerl.pool.workers.subprocess", "devicerl.envs"])
         self.heartbeat_interval_s = heartbeat_interval_s
-        self.selector = selectors.DefaultSelector()
         self.tag = uuid.uuid4().hex
         self.generation = 0
 
     def spawn(self, env_id: int, recipe: DeviceRecipe) -> Worker:
         return SubprocessWorker(self, env_id, recipe)
-
-    def poll(self, timeout: float | None) -> list[tuple[Worker, Reply]]:
-        if not self.selector.get_map():
-            if timeout:
-                time.sleep(timeout)
-            return []
-        out: list[tuple[Worker, Reply]] = []
-        for key, _ in self.selector.select(timeout):
-            worker: SubprocessWorker = key.data
-            reply = worker.receive()
-            if reply is not None:
-                out.append((worker, reply))
-        return out
-
-    def close(self) -> None:
-        self.selector.close()

@@ -56,8 +56,16 @@ class EnvConfig:
         },
     )
     num_envs: int = field(default=4, metadata={"help": "devices stepping in parallel", "min": 1})
-    worker: Literal["subprocess", "serial", "ray"] = field(
-        default="subprocess", metadata={"help": "where devices run"}
+    worker: Literal["subprocess", "serial", "ray", "fleet"] = field(
+        default="subprocess",
+        metadata={
+            "help": "where devices run: started by the run (subprocess, serial, ray) or the "
+            "warm devices of a running fleet (devicerl fleet up; docs/fleet.md)"
+        },
+    )
+    fleet: str = field(
+        default="default",
+        metadata={"help": "with worker fleet: the name of the fleet the devices come from"},
     )
     # The pool's supervisor owns these defaults; the run config only exposes them.
     step_timeout_s: float = field(
@@ -76,6 +84,12 @@ class EnvConfig:
             options_type(self.name)
         except ConfigError as e:
             raise ConfigError(f"env.name: {e}") from None
+        from devicerl.pool.workers.fleet import FleetFolder
+
+        try:
+            FleetFolder(self.fleet)
+        except ConfigError as e:
+            raise ConfigError(f"env.fleet: {e}") from None
         self.options = read_options(self.name, self.options, key="env.options")
 
     def make_pool(self, tasks: TaskSampler, seed: int = 0) -> EnvPool:
@@ -87,6 +101,7 @@ class EnvConfig:
             specs,
             tasks=tasks,
             worker=self.worker,
+            worker_options={"name": self.fleet} if self.worker == "fleet" else None,
             supervision=SupervisorConfig(
                 step_timeout=self.step_timeout_s, reset_timeout=self.reset_timeout_s
             ),
@@ -217,11 +232,11 @@ class RolloutsConfig:
 
     def check_placement(self, env_worker: str) -> None:
         """Resource amounts are >= 0; devices of a group live on its node: they cannot be Ray
-        actors elsewhere."""
+        actors elsewhere, nor a fleet's devices on this machine."""
         for name, amount in self.resources.items():
             if not amount >= 0:
                 raise ConfigError(f"rollouts.resources.{name}={amount}: must be >= 0")
-        if self.groups and env_worker == "ray":
+        if self.groups and env_worker in ("ray", "fleet"):
             raise ConfigError(
                 "rollouts.groups: a group runs its devices on its own node; "
                 "use env.worker subprocess or serial"
