@@ -96,6 +96,25 @@ def test_a_run_is_refused_in_one_line_when_the_fleet_cannot_serve_it(fleet: Flee
         Fleet("t", DeviceRecipe.from_spec(_spec()), devices=1).start()
 
 
+def test_a_run_without_its_fleet_is_refused_before_it_writes(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = tmp_path / "ev"
+    cmd = [sys.executable, "-m", "devicerl", "eval", "--config", "miniwob-eval"]
+    r = subprocess.run(
+        [*cmd, "env.worker=fleet", "env.fleet=nowhere", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [
+        "devicerl eval: error: env.worker=fleet: no fleet named 'nowhere' is up; start one "
+        "with: devicerl fleet up --config CONFIG --name nowhere"
+    ]
+    assert not out.exists()
+
+
 def test_a_device_that_dies_mid_run_truncates_its_episode_and_comes_back(fleet: Fleet) -> None:
     with _pool(2, "t") as pool:
         _drive(pool, 2)

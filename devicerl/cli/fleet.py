@@ -22,11 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="keep warm devices up between runs (runs attach with env.worker=fleet)",
         description="up: build the config's devices, open its evaluation tasks once on each, "
         "and serve them until Ctrl-C (runs attach with env.worker=fleet and the same env "
-        "section). down: stop the fleet named --name.",
+        "section, env.fleet=NAME for a --name). down: stop the fleet.",
     )
     p.add_argument("action", choices=["up", "down"], help="up: start and serve; down: stop")
     p.add_argument(
-        "--name", default=None, help="down: the fleet to stop (default: env.fleet, 'default')"
+        "--name",
+        default=None,
+        help="the fleet's name (default: env.fleet, 'default'); runs attach with env.fleet=NAME",
     )
     p.add_argument(
         "--for",
@@ -44,7 +46,6 @@ def run(args: argparse.Namespace) -> int:
 
     from devicerl.cli.common import resolve_config
     from devicerl.envs.registry import EnvSpec
-    from devicerl.errors import ConfigError
     from devicerl.pool.workers.base import DeviceRecipe
     from devicerl.pool.workers.fleet import Fleet, stop_fleet
     from devicerl.tasks import resolve
@@ -55,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
         pid = stop_fleet(name)
         print(f"fleet {name!r} stopped (process {pid})", flush=True)
         return 0
-    if args.name is not None:
-        raise ConfigError("fleet up: name the fleet with env.fleet=NAME (the runs' key)")
     if cfg.env.worker == "fleet":
         cfg.env.worker = "subprocess"  # the same config serves the fleet and its runs
     warm = list(resolve(cfg.tasks.eval or cfg.tasks.train))[: cfg.eval.n_tasks]

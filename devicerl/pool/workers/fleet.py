@@ -350,6 +350,23 @@ def stop_fleet(name: str, timeout_s: float = 30.0) -> int:
 
 
 # -- the run's side --------------------------------------------------------------------------
+def check_fleet(name: str, recipe: DeviceRecipe, devices: int) -> None:
+    """One line (`ConfigError`) unless the fleet ``name`` is up with at least ``devices``
+    devices built from ``recipe``."""
+    folder = FleetFolder(name)
+    info = folder.info()
+    if devices > info["devices"]:
+        raise ConfigError(
+            f"fleet {name!r} has {info['devices']} devices; the run asks for more "
+            f"(env.num_envs must be at most {info['devices']})"
+        )
+    if info["fingerprint"] != fingerprint(recipe):
+        raise ConfigError(
+            f"fleet {name!r} runs other devices ({info['device']}, other options) than this "
+            "run's env section; start the fleet from this config"
+        )
+
+
 def _connect(folder: FleetFolder, index: int, key: bytes, timeout_s: float) -> Connection:
     """An authenticated connection to device ``index``, waiting up to ``timeout_s`` for one
     being started again; OSError when it does not come back, ConfigError when it is busy."""
@@ -391,17 +408,8 @@ class FleetWorker(ConnectionWorker):
     """Device ``env_id`` of a running fleet, attached over its socket."""
 
     def __init__(self, backend: FleetBackend, env_id: int, recipe: DeviceRecipe) -> None:
-        info, folder = backend.info(), backend.folder
-        if env_id >= info["devices"]:
-            raise ConfigError(
-                f"fleet {folder.name!r} has {info['devices']} devices; the run asks for more "
-                f"(env.num_envs must be at most {info['devices']})"
-            )
-        if info["fingerprint"] != fingerprint(recipe):
-            raise ConfigError(
-                f"fleet {folder.name!r} runs other devices ({info['device']}, other options) "
-                "than this run's env section; start the fleet from this config"
-            )
+        folder = backend.folder
+        check_fleet(folder.name, recipe, env_id + 1)
         conn = _connect(folder, env_id, folder.key(), backend.attach_timeout_s)
         try:
             if not conn.poll(backend.attach_timeout_s):
@@ -438,10 +446,7 @@ class FleetBackend(SelectorBackend):
         super().__init__()
         self.folder = FleetFolder(name)
         self.attach_timeout_s = attach_timeout_s
-        self.info()  # a missing fleet is refused before any device is asked for
-
-    def info(self) -> dict[str, Any]:
-        return self.folder.info()
+        self.folder.info()  # a missing fleet is refused before any device is asked for
 
     def spawn(self, env_id: int, recipe: DeviceRecipe) -> Worker:
         return FleetWorker(self, env_id, recipe)

@@ -3,8 +3,8 @@
 `load_config` already checked types and each dataclass's own rules (the device's name and its
 options among them); `check_run_config` adds what needs the task registry and the file system:
 the task specs (train and eval: a typo in ``tasks.eval`` fails at start, not after the training
-budget), the agent's files and the offline data. It starts no device and writes nothing, so
-a command calls it before it creates or locks a run folder.
+budget), the fleet a run attaches to, the agent's files and the offline data. It starts no
+device and writes nothing, so a command calls it before it creates or locks a run folder.
 """
 
 from __future__ import annotations
@@ -15,8 +15,11 @@ from pathlib import Path
 
 from devicerl.agents.factory import AgentSpec
 from devicerl.clients.chat import ChatConfig, unset_key_message
+from devicerl.envs.registry import EnvSpec
 from devicerl.errors import ConfigError, DeviceRLError
 from devicerl.files import is_regular
+from devicerl.pool.workers.base import DeviceRecipe
+from devicerl.pool.workers.fleet import check_fleet
 from devicerl.runtime.setup.agent_options import check_agent_options
 from devicerl.runtime.setup.config import TrainConfig
 from devicerl.runtime.setup.sizes import check_sizes
@@ -26,6 +29,7 @@ from devicerl.tasks import resolve
 def check_run_config(cfg: TrainConfig) -> None:
     """Raise `ConfigError` (one line naming the key) for anything the run would fail on."""
     episode_steps = _check_tasks(cfg)
+    _check_devices(cfg)
     _check_agent(cfg)
     offline_steps = _check_offline(cfg)
     _check_keys(cfg)
@@ -50,6 +54,17 @@ def _check_tasks(cfg: TrainConfig) -> int:
         if key == "tasks.train" and cfg.tasks.max_steps is None:
             longest = max(t.max_steps for t in tasks)
     return longest
+
+
+def _check_devices(cfg: TrainConfig) -> None:
+    """A run attaching to a fleet finds it up, with its devices and enough of them."""
+    uses_devices = cfg.mode != "offline" or (cfg.eval.at_end and cfg.eval.n_tasks > 0)
+    if cfg.env.worker == "fleet" and uses_devices:
+        recipe = DeviceRecipe.from_spec(EnvSpec(cfg.env.name, cfg.env.options))
+        try:
+            check_fleet(cfg.env.fleet, recipe, cfg.env.num_envs)
+        except ConfigError as e:
+            raise ConfigError(f"env.worker=fleet: {e}") from None
 
 
 def _check_agent(cfg: TrainConfig) -> None:
