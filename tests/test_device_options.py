@@ -132,7 +132,7 @@ def test_every_device_option_is_listed_in_help_and_counted() -> None:
     }
     tops = {k.split(".")[2] for k in device}
     assert tops == own and all(options[k].strip() for k in device)
-    assert len(device) == 66 and len(listed) == 186  # 120 run + 66 device options
+    assert len(device) == 66 and len(listed) == 187  # 121 run + 66 device options
     assert device.count("env.options.screenshot") == 2  # android's and the browser's
     assert options["env.options.time_limit_s"].endswith(
         "[miniwob, miniwob/*, webskills-reach/*, webskills/*]"

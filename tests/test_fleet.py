@@ -134,8 +134,10 @@ def test_stop_removes_the_devices_and_the_folder(tmp_path, monkeypatch) -> None:
     folder, pid = f.folder, f.processes[0].pid
     assert oct(folder.path.stat().st_mode & 0o777) == "0o700"
     assert oct(folder.key_file.stat().st_mode & 0o777) == "0o600"
+    assert oct(folder.sockets.stat().st_mode & 0o777) == "0o700"
+    assert len(str(folder.socket(0))) < 100  # whatever the cache folder's length
     f.stop()
-    assert not folder.path.exists()
+    assert not folder.path.exists() and not folder.sockets.exists()
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
@@ -199,4 +201,5 @@ def test_cli_fleet_up_serves_a_browser_eval_and_down_stops_it(tmp_path: Path) ->
         if up.poll() is None:
             up.kill()
     time.sleep(0.1)
-    assert not (tmp_path / "cache" / "devicerl" / "fleets" / "default").exists()
+    folder = FleetFolder("default", tmp_path / "cache" / "devicerl" / "fleets")
+    assert not folder.path.exists() and not folder.sockets.exists()

@@ -6,9 +6,10 @@ keeps them until stopped. A run whose pool uses `FleetBackend` (``env.worker: fl
 to them instead of starting devices: no browser launch and no cold page in the run's time.
 Between runs a device keeps its state (pages, caches); each run resets every episode as usual.
 
-Transport: one Unix socket per device in the fleet's folder (``$XDG_CACHE_HOME/devicerl/fleets/
-NAME``, default ``~/.cache``; mode 0700), authenticated with a random key kept there (mode
-0600, multiprocessing's HMAC challenge): only the folder's owner can drive the devices, and a
+Transport: one Unix socket per device (in a short folder of their own, `FleetFolder.sockets`,
+mode 0700), authenticated with a random key kept in the fleet's folder
+(``$XDG_CACHE_HOME/devicerl/fleets/NAME``, default ``~/.cache``; folder 0700, key 0600;
+multiprocessing's HMAC challenge): only the folder's owner can drive the devices, and a
 device unpickles only what an authenticated peer sent. The messages after that are those of a
 subprocess worker (`devicerl.pool.workers.subprocess`): commands, replies, heartbeats and
 screenshots through shared memory. A device serves one run at a time; another run asking for
@@ -109,8 +110,15 @@ class FleetFolder:
     def path(self) -> Path:
         return self.root / self.name
 
+    @property
+    def sockets(self) -> Path:
+        """The folder of the devices' sockets: short, since a Unix socket's path must fit in
+        about 100 bytes (``/tmp/devicerl-fleet-UID-HASH``, the hash of `path`; mode 0700)."""
+        digest = hashlib.sha256(str(self.path).encode()).hexdigest()[:12]
+        return Path("/tmp") / f"devicerl-fleet-{os.getuid()}-{digest}"
+
     def socket(self, index: int) -> Path:
-        return self.path / f"device-{index}.sock"
+        return self.sockets / f"device-{index}.sock"
 
     @property
     def key_file(self) -> Path:
@@ -121,10 +129,14 @@ class FleetFolder:
         return self.path / "fleet.json"
 
     def create(self) -> bytes:
-        """A fresh folder (mode 0700) with a new key (mode 0600); returns the key."""
-        if self.path.exists():
-            shutil.rmtree(self.path)
+        """Fresh folders (mode 0700) with a new key (mode 0600); returns the key."""
+        if self.sockets.is_symlink() or (
+            self.sockets.exists() and self.sockets.stat().st_uid != os.getuid()
+        ):
+            raise ConfigError(f"{self.sockets} is not this user's folder: remove it first")
+        self.remove()
         self.path.mkdir(parents=True, mode=0o700)
+        self.sockets.mkdir(mode=0o700)
         key = secrets.token_bytes(32)
         fd = os.open(self.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
@@ -144,6 +156,10 @@ class FleetFolder:
 
     def key(self) -> bytes:
         return self.key_file.read_bytes()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
 
 # -- the device side -------------------------------------------------------------------------
@@ -334,7 +350,7 @@ class Fleet:
             if p.is_alive() and p.pid is not None:
                 kill_process_tree(p.pid)
             p.join(2.0)
-        shutil.rmtree(self.folder.path, ignore_errors=True)
+        self.folder.remove()
 
 
 def stop_fleet(name: str, timeout_s: float = 30.0) -> int:
