@@ -79,3 +79,18 @@ def episode_length(instruction: str) -> int:
     m = re.match(r"Take (\d+) steps", instruction)
     assert m, instruction
     return int(m.group(1))
+
+
+def drive(pool, n_episodes: int, timeout_s: float = 10.0) -> list:
+    """Tap the middle of every ready device until ``n_episodes`` trajectories came back."""
+    from devicerl.actions import Action
+
+    tap = Action.tap(0.5, 0.5)
+    trajectories = []
+    while len(trajectories) < n_episodes:
+        ready = pool.recv(min_ready=1, timeout=timeout_s)
+        assert ready, f"no device became ready within {timeout_s:.0f} s"
+        trajectories += [r.trajectory for r in ready if r.trajectory is not None]
+        ids = [r.env_id for r in ready if r.observation is not None]
+        pool.send([tap] * len(ids), ids)
+    return trajectories

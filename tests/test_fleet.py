@@ -11,8 +11,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from pool_helpers import drive
 
-from devicerl.actions import Action
 from devicerl.envs import EnvSpec
 from devicerl.errors import ConfigError
 from devicerl.pool import EnvPool
@@ -22,7 +22,6 @@ from devicerl.records import EndReason
 from devicerl.tasks import Task, TaskSampler
 
 STEPS = [Task("synthetic/steps", max_steps=10, env="synthetic")]
-TAP = Action.tap(0.5, 0.5)
 OPTIONS = {"render": False, "step_latency": "uniform:0.001,0.004"}
 
 
@@ -37,17 +36,6 @@ def _pool(n: int, name: str, spec: EnvSpec | None = None, **options) -> EnvPool:
         worker="fleet",
         worker_options={"name": name, **options},
     )
-
-
-def _drive(pool: EnvPool, n_episodes: int) -> list:
-    got = []
-    while len(got) < n_episodes:
-        ready = pool.recv(min_ready=1, timeout=20)
-        assert ready, "no device became ready within 20 s"
-        got += [r.trajectory for r in ready if r.trajectory is not None]
-        ids = [r.env_id for r in ready if r.observation is not None]
-        pool.send([TAP] * len(ids), ids)
-    return got
 
 
 @pytest.fixture
@@ -66,19 +54,19 @@ def fleet(tmp_path, monkeypatch):
 def test_runs_attach_to_the_same_devices_which_outlive_them(fleet: Fleet) -> None:
     pids = [p.pid for p in fleet.processes]
     with _pool(2, "t") as pool:
-        got = _drive(pool, 12)
+        got = drive(pool, 12, timeout_s=20)
         assert sorted(pool.worker_pids().values()) == sorted(pids)  # no device started
     assert all(t.is_complete and t.end_reason is not EndReason.TRUNCATED for t in got)
     assert all(psutil.pid_exists(p) for p in pids)  # the run ended, its devices did not
     with _pool(1, "t") as pool:  # a second run, fewer devices: attaches again
-        assert len(_drive(pool, 4)) >= 4
+        assert len(drive(pool, 4, timeout_s=20)) >= 4
         assert list(pool.worker_pids().values()) == [pids[0]]
     assert fleet.restarts == 0
 
 
 def test_a_device_serves_one_run_at_a_time(fleet: Fleet) -> None:
     with _pool(1, "t") as pool:
-        _drive(pool, 1)
+        drive(pool, 1, timeout_s=20)
         with pytest.raises(ConfigError, match="device 0 is in use by another run"):
             _pool(1, "t", attach_timeout_s=1.0)
 
@@ -117,10 +105,10 @@ def test_a_run_without_its_fleet_is_refused_before_it_writes(tmp_path: Path) -> 
 
 def test_a_device_that_dies_mid_run_truncates_its_episode_and_comes_back(fleet: Fleet) -> None:
     with _pool(2, "t") as pool:
-        _drive(pool, 2)
+        drive(pool, 2, timeout_s=20)
         victim = pool.worker_pids()[0]
         os.kill(victim, signal.SIGKILL)
-        got = _drive(pool, 10)
+        got = drive(pool, 10, timeout_s=20)
         assert pool.worker_pids()[0] != victim
     assert fleet.restarts == 1
     assert any(t.end_reason is EndReason.TRUNCATED for t in got)

@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from pool_helpers import children_now, episode_length, refusing_device, wait_clean
+from pool_helpers import children_now, drive, episode_length, refusing_device, wait_clean
 
 from devicerl.actions import Action
 from devicerl.agents import ActionSample
@@ -28,18 +28,6 @@ def _specs(n: int, **kw) -> list[EnvSpec]:
     return [EnvSpec("synthetic/steps", {**base, **kw, "seed": i}) for i in range(n)]
 
 
-def _drive(pool: EnvPool, n_episodes: int) -> list:
-    """Act on every ready device until ``n_episodes`` trajectories came back."""
-    trajectories = []
-    while len(trajectories) < n_episodes:
-        ready = pool.recv(min_ready=1, timeout=10)
-        assert ready, "no device became ready within 10 s"
-        trajectories += [r.trajectory for r in ready if r.trajectory is not None]
-        ids = [r.env_id for r in ready if r.observation is not None]
-        pool.send([TAP] * len(ids), ids)
-    return trajectories
-
-
 @pytest.mark.parametrize("worker", ["serial", "subprocess"])
 def test_episodes_are_complete_and_handed_out_once(worker: str) -> None:
     with EnvPool(_specs(3), tasks=TaskSampler(STEPS, seed=1), worker=worker) as pool:
@@ -47,7 +35,7 @@ def test_episodes_are_complete_and_handed_out_once(worker: str) -> None:
         assert sorted(r.env_id for r in first) == [0, 1, 2]
         assert all(r.first and r.trajectory is None for r in first)
         pool.send([TAP] * 3, [0, 1, 2])
-        trajectories = _drive(pool, 24)
+        trajectories = drive(pool, 24)
         stats = pool.stats()
     assert len({t.episode_id for t in trajectories}) == len(trajectories)
     assert len({t.seed for t in trajectories}) == len(trajectories)
@@ -125,7 +113,7 @@ def test_screenshots_travel_through_shared_memory_intact() -> None:
 def test_sequential_sampler_runs_out_and_pool_is_done() -> None:
     tasks = TaskSampler(STEPS * 5, mode="sequential", cycle=False)
     with EnvPool(_specs(2), tasks=tasks, worker="serial") as pool:
-        trajectories = _drive(pool, 5)
+        trajectories = drive(pool, 5)
         assert pool.recv(timeout=1) == [] and pool.done
     assert len(trajectories) == 5
 
