@@ -191,10 +191,12 @@ def test_add_and_remove_policies_mid_run(tmp_path) -> None:
     late = [t for t in episodes if t.plan.policy == "late"]
     assert late, "the added policy played no episode"
     assert min(t.steps[0].started_at for t in late) >= marks["added"]
-    # no episode of a removed policy starts after its removal (in-flight ones may finish)
-    assert all(t.steps[0].started_at < marks["removed"] for t in late)
+    # no episode of a removed policy is planned after its removal: past it, only those planned
+    # before (one per device at most, their resets still running) may begin; in-flight ones finish
+    devices = trainer.cfg.env.num_envs
+    assert sum(t.steps[0].started_at >= marks["removed"] for t in late) <= devices
     frozen = [t for t in episodes if t.plan.policy == "frozen"]
-    assert all(t.steps[0].started_at < marks["added"] for t in frozen)
+    assert sum(t.steps[0].started_at >= marks["added"] for t in frozen) <= devices
     league, _ = load_league(tmp_path / "run" / "league")
     assert set(league.members) == {"generalist", "taps"}
     assert league.counters["added"] == 4 and league.counters["removed"] == 2
